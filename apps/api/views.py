@@ -1,0 +1,167 @@
+"""REST endpoints of PROTOCOL §1–§4. Thin: parse, call the pipeline or a read, answer."""
+
+import json
+
+from django.conf import settings
+from django.http import JsonResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.views import APIView
+
+from apps.identity import principals, sessions
+from apps.ledger import authority, pipeline
+from apps.ledger.models import CommandRecord, Event
+from apps.work import models as work_models
+from apps.work import state
+from mission_weave.protocol.errors import ProtocolError
+
+from . import reads
+
+
+def read_json(request) -> dict:
+    """The JSON object in the body; NaN, Infinity and non-objects are refused."""
+    try:
+        value = json.loads(request.body, parse_constant=_refuse_constant)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise ProtocolError("VALIDATION_ERROR", f"the body is not valid JSON: {error}")
+    if not isinstance(value, dict):
+        raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
+    return value
+
+
+def _refuse_constant(name):
+    raise ValueError(f"{name} is not JSON")
+
+
+def principal_of(request) -> principals.Principal:
+    if not isinstance(request.user, principals.Principal):
+        raise ProtocolError("UNAUTHENTICATED", "send Authorization: Bearer <token> from "
+                            "POST /api/v1/sessions, or log in")
+    return request.user
+
+
+def member_of(request, group_id: str):
+    return principals.membership(group_id, principal_of(request))
+
+
+class SessionsView(APIView):
+    authentication_classes = []
+
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT},
+                   summary="Open an Agent session (PROTOCOL §1)",
+                   description="Body `{agentId, keyId, nonce, issuedAt, signature}`, signed over "
+                               "its canonical form without `signature`. Supersedes the previous "
+                               "session and revokes the agent's active leases.")
+    def post(self, request):
+        return JsonResponse(sessions.open_session(read_json(request), timezone.now()), status=201)
+
+
+class CommandsView(APIView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+                   summary="Submit a signed command (PROTOCOL §2)",
+                   description="Answers `{commandId, events, duplicate}` or an error envelope.")
+    def post(self, request, group_id):
+        answer = pipeline.submit(group_id, read_json(request), principal_of(request))
+        return JsonResponse(answer.body, status=answer.status)
+
+
+class EventsView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
+                   responses={200: OpenApiTypes.OBJECT},
+                   summary="The Group's events after a sequence, in order (PROTOCOL §4)")
+    def get(self, request, group_id):
+        member_of(request, group_id)
+        after = _int_param(request, "after", 0, minimum=0)
+        limit = _int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
+        rows = Event.objects.filter(group_id=group_id, sequence__gt=after).order_by("sequence")
+        head = (Event.objects.filter(group_id=group_id).order_by("-sequence")
+                .values_list("sequence", flat=True).first() or 0)
+        return JsonResponse({"events": [pipeline.event_document(r) for r in rows[:limit]],
+                             "headSequence": head})
+
+
+def _int_param(request, name, default, minimum, maximum=None):
+    text = request.query_params.get(name)
+    if text is None:
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ProtocolError("VALIDATION_ERROR", f"{name} must be an integer")
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
+        raise ProtocolError("VALIDATION_ERROR", f"{name} must be {bound}")
+    return value
+
+
+class WorkItemListView(APIView):
+    @extend_schema(parameters=[OpenApiParameter("missionId", str), OpenApiParameter("state", str)],
+                   responses={200: OpenApiTypes.OBJECT}, summary="WorkItems of the Group")
+    def get(self, request, group_id):
+        member_of(request, group_id)
+        rows = work_models.WorkItem.objects.filter(group_id=group_id).order_by("id")
+        for param, column in (("missionId", "mission_id"), ("state", "state")):
+            if request.query_params.get(param):
+                rows = rows.filter(**{column: request.query_params[param]})
+        return JsonResponse({"workItems": [reads.work_item(state.item_from_doc(r.doc))
+                                           for r in rows[:1000]]})
+
+
+class WorkItemView(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="One WorkItem (PROTOCOL §2)")
+    def get(self, request, group_id, work_item_id):
+        member_of(request, group_id)
+        return JsonResponse(reads.work_item(_item(group_id, work_item_id)))
+
+
+def _item(group_id, work_item_id) -> state.WorkItem:
+    row = work_models.WorkItem.objects.filter(group_id=group_id,
+                                              work_item_id=work_item_id).first()
+    if row is None:
+        raise ProtocolError("NOT_FOUND", f"no WorkItem {work_item_id} in this Group")
+    return state.item_from_doc(row.doc)
+
+
+class WorkItemAuditView(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+                   summary="The WorkItem's audit trail: its events and the commands refused, "
+                           "late results from fenced owners included")
+    def get(self, request, group_id, work_item_id):
+        member_of(request, group_id)
+        _item(group_id, work_item_id)
+        events = Event.objects.filter(group_id=group_id, work_item_id=work_item_id) \
+            .order_by("sequence")
+        refused = CommandRecord.objects.filter(group_id=group_id, work_item_id=work_item_id,
+                                               accepted=False).order_by("created_at")
+        return JsonResponse({
+            "events": [pipeline.event_document(e) for e in events],
+            "refusedCommands": [reads.refused_command(r) for r in refused]})
+
+
+class MissionListView(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Missions of the Group")
+    def get(self, request, group_id):
+        member_of(request, group_id)
+        rows = work_models.Mission.objects.filter(group_id=group_id).order_by("id")
+        return JsonResponse({"missions": [reads.mission(state.mission_from_doc(r.doc))
+                                          for r in rows[:1000]]})
+
+
+class MissionView(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="One Mission (PROTOCOL §2)")
+    def get(self, request, group_id, mission_id):
+        member_of(request, group_id)
+        row = work_models.Mission.objects.filter(group_id=group_id, mission_id=mission_id).first()
+        if row is None:
+            raise ProtocolError("NOT_FOUND", f"no Mission {mission_id} in this Group")
+        return JsonResponse(reads.mission(state.mission_from_doc(row.doc)))
+
+
+class AuthorityView(APIView):
+    authentication_classes = []
+
+    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+                   summary="The Group Authority's public keys (PROTOCOL §1)")
+    def get(self, request):
+        return JsonResponse({"keys": [authority.public_key()]})

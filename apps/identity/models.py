@@ -1,0 +1,66 @@
+"""Principals: Agents with Ed25519 keys and Agent Cards, their sessions, and Group
+memberships (agents and human users alike)."""
+
+from django.db import models
+
+
+class Agent(models.Model):
+    id = models.CharField(primary_key=True, max_length=100)
+    card = models.JSONField(default=dict)  # {version, capabilities:[{id, version}], maxConcurrency}
+    session_epoch = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.id
+
+
+class AgentKey(models.Model):
+    key_id = models.CharField(primary_key=True, max_length=120)  # <agentId>#<n>
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="keys")
+    public_key = models.CharField(max_length=64)  # raw 32 bytes, base64url
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+
+class AgentSession(models.Model):
+    """PROTOCOL §1: one live session per Agent; the bearer token is stored hashed."""
+
+    id = models.CharField(primary_key=True, max_length=100)
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
+    epoch = models.PositiveIntegerField()
+    token_hash = models.CharField(max_length=71, unique=True)
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    superseded_at = models.DateTimeField(null=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "epoch"],
+                                               name="session_epoch_unique")]
+
+
+class SessionNonce(models.Model):
+    """A nonce may open a session once (PROTOCOL §1)."""
+
+    agent = models.ForeignKey(Agent, on_delete=models.CASCADE)
+    nonce = models.CharField(max_length=200)
+    used_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["agent", "nonce"], name="nonce_once")]
+
+
+class Membership(models.Model):
+    """A principal's roles in one Group; the epoch grows on every change."""
+
+    ROLES = ("coordinator", "worker", "reviewer", "owner", "observer")
+
+    group = models.ForeignKey("ledger.Group", on_delete=models.CASCADE, related_name="members")
+    principal = models.CharField(max_length=200)  # agent:<id> | user:<username>
+    roles = models.JSONField(default=list)
+    epoch = models.PositiveIntegerField(default=1)
+    active = models.BooleanField(default=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "principal"],
+                                               name="membership_unique")]

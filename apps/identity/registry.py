@@ -1,0 +1,97 @@
+"""Operator actions: Groups, Agents and their keys and cards, members, human users.
+The mw_* management commands and the demo call these; so do the tests."""
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from mission_weave.protocol.canonical import public_key_from_b64url
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.jsonschema_check import check, compile_schema
+
+from apps.ledger.models import Group
+
+from .models import Agent, AgentKey, Membership
+
+AGENT_CARD = compile_schema({
+    "type": "object", "additionalProperties": False,
+    "required": ["version", "capabilities", "maxConcurrency"],
+    "properties": {
+        "version": {"type": "string", "minLength": 1, "maxLength": 50},
+        "capabilities": {"type": "array", "maxItems": 200, "items": {
+            "type": "object", "additionalProperties": False, "required": ["id", "version"],
+            "properties": {"id": {"type": "string", "minLength": 1, "maxLength": 200},
+                           "version": {"type": "string", "minLength": 1, "maxLength": 50}}}},
+        "maxConcurrency": {"type": "integer", "minimum": 1, "maximum": 1000},
+    },
+})
+DEFAULT_CARD = {"version": "1", "capabilities": [], "maxConcurrency": 1}
+NAME = compile_schema({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$"})
+
+
+def create_group(slug: str, name: str = "") -> tuple[Group, bool]:
+    check(NAME, slug, "VALIDATION_ERROR", "group slug")
+    return Group.objects.get_or_create(slug=slug, defaults={"id": f"grp_{slug}",
+                                                            "name": name or slug})
+
+
+def register_agent(agent_id: str, public_key: str, card: dict | None = None) -> AgentKey:
+    """Register an agent, or add a key to one; the same key again is a no-op."""
+    check(NAME, agent_id, "VALIDATION_ERROR", "agent id")
+    try:
+        public_key_from_b64url(public_key)
+    except ValueError as error:
+        raise ProtocolError("VALIDATION_ERROR", f"public key: {error}")
+    if card is not None:
+        check(AGENT_CARD, card, "VALIDATION_ERROR", "Agent Card")
+    with transaction.atomic():
+        agent, created = Agent.objects.select_for_update().get_or_create(
+            id=agent_id, defaults={"card": card or DEFAULT_CARD})
+        if card is not None and not created and agent.card != card:
+            agent.card = card
+            agent.save(update_fields=["card"])
+        existing = agent.keys.filter(public_key=public_key).first()
+        if existing is not None:
+            return existing
+        number = agent.keys.count() + 1
+        return AgentKey.objects.create(key_id=f"{agent_id}#{number}", agent=agent,
+                                       public_key=public_key)
+
+
+def add_member(group: Group, principal: str, roles: list) -> Membership:
+    """Admit a principal or change its roles; the membership epoch grows on a change."""
+    unknown = sorted(set(roles) - set(Membership.ROLES))
+    if unknown or not roles:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"roles must be among {', '.join(Membership.ROLES)}; got {roles}")
+    kind, _, name = principal.partition(":")
+    if kind not in ("agent", "user") or not name:
+        raise ProtocolError("VALIDATION_ERROR", "principal must be agent:<id> or user:<name>")
+    if kind == "agent" and not Agent.objects.filter(id=name).exists():
+        raise ProtocolError("NOT_FOUND", f"no agent {name} is registered")
+    if kind == "user" and not get_user_model().objects.filter(username=name).exists():
+        raise ProtocolError("NOT_FOUND", f"no user {name} exists")
+    roles = sorted(set(roles))
+    with transaction.atomic():
+        member, created = Membership.objects.select_for_update().get_or_create(
+            group=group, principal=principal, defaults={"roles": roles})
+        if not created and (member.roles != roles or not member.active):
+            member.roles, member.active, member.epoch = roles, True, member.epoch + 1
+            member.save(update_fields=["roles", "active", "epoch", "updated_at"])
+    return member
+
+
+def remove_member(group: Group, principal: str) -> None:
+    with transaction.atomic():
+        member = Membership.objects.select_for_update().filter(group=group,
+                                                               principal=principal).first()
+        if member is not None and member.active:
+            member.active, member.epoch = False, member.epoch + 1
+            member.save(update_fields=["active", "epoch", "updated_at"])
+
+
+def create_user(username: str, password: str):
+    check(NAME, username, "VALIDATION_ERROR", "username")
+    user, created = get_user_model().objects.get_or_create(username=username)
+    user.set_password(password)
+    user.save()
+    return user

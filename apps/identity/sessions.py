@@ -1,0 +1,57 @@
+"""Opening an Agent session (PROTOCOL §1): signed, fresh, nonce used once; a new
+session supersedes the old one and revokes the Agent's leases before it returns."""
+
+import secrets
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.jsonschema_check import check, compile_schema
+from mission_weave.protocol.timefmt import format_time
+
+from . import principals
+from .models import Agent, AgentSession, SessionNonce
+
+OPEN_SESSION = compile_schema({
+    "type": "object", "additionalProperties": False,
+    "required": ["agentId", "keyId", "nonce", "issuedAt", "signature"],
+    "properties": {
+        "agentId": {"type": "string", "minLength": 1, "maxLength": 100},
+        "keyId": {"type": "string", "minLength": 1, "maxLength": 120},
+        "nonce": {"type": "string", "minLength": 8, "maxLength": 200},
+        "issuedAt": {"type": "string", "format": "date-time"},
+        "signature": {"type": "object"},
+    },
+})
+
+
+def open_session(request: dict, now: datetime) -> dict:
+    check(OPEN_SESSION, request, "VALIDATION_ERROR", "session request")
+    agent_id = request["agentId"]
+    if request["signature"].get("keyId") != request["keyId"]:
+        raise ProtocolError("INVALID_SIGNATURE", "signature.keyId differs from keyId")
+    if not Agent.objects.filter(id=agent_id).exists():
+        raise ProtocolError("UNAUTHENTICATED", f"no agent {agent_id} is registered")
+    principals.check_signature(request, agent_id)
+    principals.check_fresh(request["issuedAt"], now)
+    token = secrets.token_urlsafe(32)
+    expires_at = now + timedelta(seconds=settings.MW_SESSION_TTL_SECONDS)
+    try:
+        with transaction.atomic():
+            SessionNonce.objects.create(agent_id=agent_id, nonce=request["nonce"], used_at=now)
+            agent = Agent.objects.select_for_update().get(id=agent_id)
+            agent.session_epoch += 1
+            agent.save(update_fields=["session_epoch"])
+            AgentSession.objects.filter(agent=agent, superseded_at=None).update(superseded_at=now)
+            session = AgentSession.objects.create(
+                id="ses_" + secrets.token_hex(12), agent=agent, epoch=agent.session_epoch,
+                token_hash=principals.token_hash(token), created_at=now, expires_at=expires_at)
+    except IntegrityError:
+        raise ProtocolError("NONCE_REUSED", "this nonce was already used to open a session")
+    from apps.work.recovery import revoke_agent_leases  # work depends on identity, not back
+
+    revoke_agent_leases(agent_id, now)
+    return {"sessionId": session.id, "sessionEpoch": session.epoch, "token": token,
+            "expiresAt": format_time(expires_at)}

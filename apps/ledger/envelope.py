@@ -1,0 +1,59 @@
+"""The signed command envelope (PROTOCOL §2, §7): its schema and its parsing."""
+
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.jsonschema_check import check, compile_schema
+
+from apps.work.commands import Command
+
+KNOWN_EXTENSIONS = frozenset()  # the bounded-offline binding arrives with §11.5
+
+ENVELOPE = compile_schema({
+    "type": "object", "additionalProperties": False,
+    "required": ["id", "type", "groupId", "actor", "issuedAt", "membershipEpoch", "body"],
+    "properties": {
+        "id": {"type": "string", "minLength": 1, "maxLength": 200, "pattern": "^[!-~]+$"},
+        "type": {"type": "string", "minLength": 1, "maxLength": 100},
+        "groupId": {"type": "string", "minLength": 1, "maxLength": 100},
+        "actor": {"type": "string", "minLength": 1, "maxLength": 200},
+        "issuedAt": {"type": "string", "format": "date-time"},
+        "sessionEpoch": {"type": "integer", "minimum": 1},
+        "membershipEpoch": {"type": "integer", "minimum": 1},
+        "workItemId": {"type": "string", "minLength": 1, "maxLength": 100},
+        "expectedRevision": {"type": "integer", "minimum": 0},
+        "ownershipEpoch": {"type": "integer", "minimum": 0},
+        "leaseId": {"type": "string", "minLength": 1, "maxLength": 100},
+        "body": {"type": "object"},
+        "extensions": {"type": "object", "additionalProperties": {
+            "type": "object", "required": ["critical"],
+            "properties": {"critical": {"type": "boolean"}}}},
+        "signature": {"type": "object", "additionalProperties": False,
+                      "required": ["alg", "keyId", "sig"],
+                      "properties": {"alg": {"const": "Ed25519"},
+                                     "keyId": {"type": "string", "maxLength": 120},
+                                     "sig": {"type": "string", "maxLength": 200}}},
+    },
+})
+
+
+def check_envelope(envelope, group_id: str) -> None:
+    if not isinstance(envelope, dict):
+        raise ProtocolError("VALIDATION_ERROR", "the command must be a JSON object")
+    check(ENVELOPE, envelope, "VALIDATION_ERROR", "command envelope")
+    if envelope["groupId"] != group_id:
+        raise ProtocolError("VALIDATION_ERROR",
+                            "groupId in the command differs from the Group in the path",
+                            {"path": "groupId"})
+    for urn, extension in (envelope.get("extensions") or {}).items():
+        if extension["critical"] and urn not in KNOWN_EXTENSIONS:
+            raise ProtocolError("UNKNOWN_CRITICAL_EXTENSION",
+                                f"the critical extension {urn} is not understood here",
+                                {"extension": urn})
+
+
+def to_command(envelope: dict, roles: frozenset) -> Command:
+    return Command(
+        id=envelope["id"], type=envelope["type"], actor=envelope["actor"], body=envelope["body"],
+        roles=roles, work_item_id=envelope.get("workItemId"),
+        expected_revision=envelope.get("expectedRevision"),
+        ownership_epoch=envelope.get("ownershipEpoch"), lease_id=envelope.get("leaseId"),
+        session_epoch=envelope.get("sessionEpoch"))

@@ -1,0 +1,79 @@
+"""The authoritative record: Groups, their append-only Event log, and CommandRecords."""
+
+from django.db import models
+
+
+class Group(models.Model):
+    """A Group Authority's unit of serialization: one row lock orders its log."""
+
+    id = models.CharField(primary_key=True, max_length=100)
+    slug = models.SlugField(max_length=100, unique=True)
+    name = models.CharField(max_length=200, blank=True)
+    head_sequence = models.BigIntegerField(default=0)
+    head_hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.slug
+
+
+class AppendOnlyQuerySet(models.QuerySet):
+    def update(self, **kwargs):
+        raise TypeError("the event log is append-only: events are never updated")
+
+    def delete(self):
+        raise TypeError("the event log is append-only: events are never deleted")
+
+
+class Event(models.Model):
+    """One entry of a Group's log: gapless sequence from 1, hash-chained (PROTOCOL §3)."""
+
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="events")
+    sequence = models.BigIntegerField()
+    event_id = models.CharField(max_length=100, unique=True)
+    type = models.CharField(max_length=100)
+    occurred_at = models.DateTimeField()
+    actor = models.CharField(max_length=200)
+    command_id = models.CharField(max_length=200)
+    mission_id = models.CharField(max_length=100, null=True)
+    work_item_id = models.CharField(max_length=100, null=True)
+    revision = models.IntegerField(null=True)
+    data = models.JSONField()
+    prev_hash = models.CharField(max_length=71)
+    hash = models.CharField(max_length=71)
+
+    objects = AppendOnlyQuerySet.as_manager()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "sequence"],
+                                               name="event_sequence_unique")]
+        indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
+
+    def save(self, *args, **kwargs):
+        if not self._state.adding:
+            raise TypeError("the event log is append-only: events are never updated")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise TypeError("the event log is append-only: events are never deleted")
+
+
+class CommandRecord(models.Model):
+    """The answer given to a command id, accepted or rejected, so a retry gets it again."""
+
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="commands")
+    command_id = models.CharField(max_length=200)
+    content_hash = models.CharField(max_length=71)
+    type = models.CharField(max_length=100)
+    actor = models.CharField(max_length=200)
+    work_item_id = models.CharField(max_length=100, null=True)
+    accepted = models.BooleanField()
+    status = models.PositiveSmallIntegerField()
+    response = models.JSONField()
+    envelope = models.JSONField(null=True)  # kept for rejections: the audit trail of late results
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "command_id"],
+                                               name="command_id_unique")]
+        indexes = [models.Index(fields=["group", "work_item_id", "created_at"])]

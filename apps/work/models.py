@@ -1,0 +1,57 @@
+"""Projections of the log: each row holds the document `state.evolve` produced
+(`doc`) plus the columns that queries and the sweeper filter on. Written only by
+the append pipeline (apps/work/store.py); rebuilt and compared by mw_verify."""
+
+from django.db import models
+
+
+class Mission(models.Model):
+    group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT)
+    mission_id = models.CharField(max_length=100)
+    state = models.CharField(max_length=20)
+    title = models.CharField(max_length=10000)
+    parent_work_item_id = models.CharField(max_length=100, null=True)
+    revision = models.IntegerField()
+    doc = models.JSONField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "mission_id"],
+                                               name="mission_unique")]
+
+
+class WorkItem(models.Model):
+    group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT)
+    work_item_id = models.CharField(max_length=100)
+    mission_id = models.CharField(max_length=100)
+    state = models.CharField(max_length=20)
+    owner = models.CharField(max_length=100, null=True)
+    ownership_epoch = models.IntegerField()
+    revision = models.IntegerField()
+    lease_id = models.CharField(max_length=100, null=True)  # the open lease, if any
+    lease_expires_at = models.DateTimeField(null=True)
+    start_by = models.DateTimeField(null=True)
+    blocked_until = models.DateTimeField(null=True)
+    doc = models.JSONField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "work_item_id"],
+                                               name="work_item_unique")]
+        indexes = [models.Index(fields=["group", "mission_id"]),
+                   models.Index(fields=["owner", "state"]),
+                   models.Index(fields=["lease_expires_at"]),
+                   models.Index(fields=["start_by"]),
+                   models.Index(fields=["blocked_until"])]
+
+
+class Proposal(models.Model):
+    group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT)
+    proposal_id = models.CharField(max_length=100)
+    mission_id = models.CharField(max_length=100)
+    status = models.CharField(max_length=20)
+    doc = models.JSONField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "proposal_id"],
+                                               name="proposal_unique")]

@@ -1,0 +1,26 @@
+"""Recovery paths the server starts itself (§11.3, §11.5)."""
+
+from datetime import datetime
+
+from apps.ledger import pipeline
+
+from . import commands, models, store
+from .state import ACTIVE
+
+
+def revoke_agent_leases(agent_id: str, now: datetime) -> int:
+    """Session replacement: in each Group, one system transaction revokes the agent's
+    open leases and returns those WorkItems to `queued` (§11.3). Returns the count."""
+    held = (models.WorkItem.objects.filter(owner=agent_id, state=ACTIVE, lease_id__isnull=False)
+            .values_list("group_id", "work_item_id"))
+    by_group = {}
+    for group_id, item_id in held:
+        by_group.setdefault(group_id, []).append(item_id)
+    policy = pipeline.policy()
+    revoked = 0
+    for group_id, item_ids in by_group.items():
+        events = pipeline.submit_system(
+            group_id, lambda view: commands.revoke_for_session(view, agent_id, now, policy), now,
+            lambda gid, ids=item_ids: store.load_items(gid, ids))
+        revoked += len(events)
+    return revoked

@@ -1,0 +1,490 @@
+"""The projected state of a Group's work, as plain frozen data, and `evolve`:
+one pure function per event type. The live tables hold exactly what `evolve`
+produces, and `mw_verify` replays the log through the same functions.
+No Django here, no clock: an event's own time is the only time used."""
+
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from mission_weave.protocol.timefmt import format_time, parse_time
+
+# WorkItem states (§10.2). `proposal` is the "open Work Proposal" row, kept in its own table.
+OPEN, OFFERED, QUEUED, ACTIVE, BLOCKED = "open", "offered", "queued", "active", "blocked"
+SUBMITTED, VERIFIED, FAILED, CANCELLED = "submitted", "verified", "failed", "cancelled"
+TERMINAL = frozenset({VERIFIED, CANCELLED})
+UNFINISHED = frozenset({OPEN, OFFERED, QUEUED, ACTIVE, BLOCKED, SUBMITTED})
+
+MISSION_ACTIVE, MISSION_APPROVED, MISSION_FAILED, MISSION_CANCELLED = (
+    "active", "approved", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Offer:
+    agent_id: str
+    expires_at: datetime
+    rank: int
+    selection_basis: dict
+    status: str = "live"  # live | accepted | declined | withdrawn
+    decline: dict | None = None
+
+    def is_live(self, now: datetime) -> bool:
+        return self.status == "live" and now < self.expires_at
+
+
+@dataclass(frozen=True)
+class Lease:
+    id: str
+    agent_id: str
+    session_epoch: int
+    ownership_epoch: int
+    started_at: datetime
+    expires_at: datetime
+    renewals: tuple = ()  # ((renewed_at, expires_at), ...): the renewal history
+    closed_at: datetime | None = None
+    close_reason: str | None = None  # released | expired | revoked
+
+    @property
+    def is_open(self) -> bool:
+        return self.closed_at is None
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    id: str
+    mission_id: str
+    contract: dict
+    state: str = OPEN
+    revision: int = 1
+    contract_revision: int = 1
+    proposal_id: str | None = None
+    depends_on: tuple = ()
+    dependency_policy: str = "all_verified"
+    ownership_epoch: int = 0
+    owner: str | None = None  # agent id of the live or last owner; None once fenced
+    start_by: datetime | None = None
+    accepted_revision: int | None = None
+    execution_approved: bool = False
+    offer_mode: str | None = None
+    offers: tuple = ()  # Offer, ... of the latest work.offer
+    offer_queue: tuple = ()  # agent ids still to be offered in turn (sequential mode)
+    start_within_seconds: int | None = None  # the latest offer's start window, if it set one
+    lease: Lease | None = None  # the current or most recent Execution Lease
+    lease_count: int = 0
+    attempts: int = 0
+    blocked_until: datetime | None = None
+    required_resolution: str | None = None
+    child_mission_id: str | None = None
+    child_failure_policy: str | None = None
+    last_checkpoint: dict | None = None
+    submission: dict | None = None
+    open_ambiguities: tuple = ()
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+    @property
+    def live_lease(self) -> Lease | None:
+        return self.lease if self.lease is not None and self.lease.is_open else None
+
+    def live_offers(self, now: datetime) -> tuple:
+        return tuple(offer for offer in self.offers if offer.is_live(now))
+
+    @property
+    def criteria_ids(self) -> tuple:
+        return tuple(c["id"] for c in self.contract["acceptanceCriteria"])
+
+
+@dataclass(frozen=True)
+class Mission:
+    id: str
+    title: str
+    owner_id: str
+    coordinator_id: str
+    state: str = MISSION_ACTIVE
+    revision: int = 1
+    budgets: dict = field(default_factory=dict)
+    parent_work_item_id: str | None = None
+    parent_mission_id: str | None = None
+    child_failure_policy: str | None = None
+    work_items: tuple = ()
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Proposal:
+    id: str
+    mission_id: str
+    contract: dict
+    proposer: str
+    status: str = "open"  # open | authorized
+    work_item_id: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """An event as `evolve` sees it: what it says, about what, and when."""
+
+    type: str
+    data: dict
+    occurred_at: datetime
+    mission_id: str | None = None
+    work_item_id: str | None = None
+
+
+@dataclass
+class View:
+    """The part of a Group's state a command needs (or, on replay, all of it)."""
+
+    missions: dict = field(default_factory=dict)
+    items: dict = field(default_factory=dict)
+    proposals: dict = field(default_factory=dict)
+
+    def copy(self) -> "View":
+        return View(dict(self.missions), dict(self.items), dict(self.proposals))
+
+
+# --- evolve: one mutator per event type -------------------------------------------------
+
+def evolve(view: View, event: Event) -> View:
+    """Apply one event to the view in place and return it."""
+    mutator = MUTATORS.get(event.type)
+    if mutator is not None:
+        mutator(view, event, event.data)
+    if event.work_item_id in view.items:
+        item = view.items[event.work_item_id]
+        view.items[item.id] = replace(item, revision=item.revision + 1, updated_at=event.occurred_at)
+    elif event.mission_id in view.missions:
+        mission = view.missions[event.mission_id]
+        view.missions[mission.id] = replace(mission, revision=mission.revision + 1,
+                                            updated_at=event.occurred_at)
+    return view
+
+
+def _update_item(view: View, item_id: str, **changes):
+    view.items[item_id] = replace(view.items[item_id], **changes)
+
+
+def _mission_created(view, event, data):
+    mission = Mission(
+        id=data["missionId"], title=data["title"], owner_id=data["ownerId"],
+        coordinator_id=data["coordinatorId"], budgets=data.get("budgets") or {},
+        parent_work_item_id=data.get("parentWorkItemId"),
+        parent_mission_id=data.get("parentMissionId"),
+        child_failure_policy=data.get("childFailurePolicy"),
+        revision=0, created_at=event.occurred_at)
+    view.missions[mission.id] = mission
+
+
+def _child_created(view, event, data):
+    _mission_created(view, event, {**data, "missionId": data["childMissionId"],
+                                   "parentWorkItemId": event.work_item_id,
+                                   "parentMissionId": event.mission_id})
+    child = view.missions[data["childMissionId"]]
+    view.missions[child.id] = replace(child, revision=1, updated_at=event.occurred_at)
+    _update_item(view, event.work_item_id, state=BLOCKED, owner=None, start_by=None,
+                 child_mission_id=data["childMissionId"],
+                 child_failure_policy=data["childFailurePolicy"],
+                 required_resolution=f"child Mission {data['childMissionId']} must finish")
+
+
+def _mission_ended(state):
+    def mutate(view, event, data):
+        mission = view.missions[event.mission_id]
+        view.missions[mission.id] = replace(mission, state=state)
+    return mutate
+
+
+def _child_mission_failed(view, event, data):
+    _update_item(view, event.work_item_id, child_mission_id=None,
+                 required_resolution=f"child Mission {data['childMissionId']} failed")
+
+
+def _proposed(view, event, data):
+    view.proposals[data["proposalId"]] = Proposal(
+        id=data["proposalId"], mission_id=event.mission_id, contract=data["contract"],
+        proposer=data["proposer"], created_at=event.occurred_at)
+
+
+def _authorized(view, event, data):
+    contract = data["contract"]
+    deps = contract.get("dependencies", {})
+    item = WorkItem(
+        id=data["workItemId"], mission_id=event.mission_id, contract=contract,
+        contract_revision=contract["revision"], proposal_id=data.get("proposalId"),
+        depends_on=tuple(deps.get("workItems", ())),
+        dependency_policy=deps.get("policy", "all_verified"),
+        revision=0, created_at=event.occurred_at)
+    view.items[item.id] = item
+    mission = view.missions[event.mission_id]
+    view.missions[mission.id] = replace(mission, work_items=mission.work_items + (item.id,))
+    if item.proposal_id in view.proposals:
+        view.proposals[item.proposal_id] = replace(
+            view.proposals[item.proposal_id], status="authorized", work_item_id=item.id)
+
+
+def _contract_revised(view, event, data):
+    contract = data["contract"]
+    deps = contract.get("dependencies", {})
+    _update_item(view, event.work_item_id, contract=contract,
+                 contract_revision=contract["revision"], execution_approved=False,
+                 depends_on=tuple(deps.get("workItems", ())),
+                 dependency_policy=deps.get("policy", "all_verified"), open_ambiguities=())
+
+
+def _offered(view, event, data):
+    offers = tuple(
+        Offer(agent_id=o["agentId"], expires_at=parse_time(o["expiresAt"]), rank=o["rank"],
+              selection_basis=o["selectionBasis"])
+        for o in data["offers"])
+    _update_item(view, event.work_item_id, state=OFFERED, offers=offers, offer_mode=data["mode"],
+                 offer_queue=tuple(data.get("pendingCandidates", ())),
+                 start_within_seconds=data.get("startWithinSeconds"))
+
+
+def _set_offer_status(item: WorkItem, agent_ids, status: str, **extra) -> tuple:
+    return tuple(replace(o, status=status, **extra) if o.agent_id in agent_ids and o.status == "live"
+                 else o for o in item.offers)
+
+
+def _offer_declined(view, event, data):
+    item = view.items[event.work_item_id]
+    decline = {"reason": data["reason"], "detail": data.get("detail")}
+    _update_item(view, item.id, offers=_set_offer_status(item, {data["agentId"]}, "declined",
+                                                          decline=decline))
+
+
+def _offer_withdrawn(view, event, data):
+    item = view.items[event.work_item_id]
+    _update_item(view, item.id, offers=_set_offer_status(item, set(data["agentIds"]), "withdrawn"))
+
+
+def _offer_accepted(view, event, data):
+    item = view.items[event.work_item_id]
+    _update_item(view, item.id, state=QUEUED, owner=data["agentId"],
+                 ownership_epoch=data["ownershipEpoch"], start_by=parse_time(data["startBy"]),
+                 accepted_revision=data["contractRevision"],
+                 offers=_set_offer_status(item, {data["agentId"]}, "accepted"))
+
+
+def _contract_accepted(view, event, data):
+    _update_item(view, event.work_item_id, accepted_revision=data["contractRevision"])
+
+
+def _execution_granted(view, event, data):
+    _update_item(view, event.work_item_id, execution_approved=True)
+
+
+def _started(view, event, data):
+    item = view.items[event.work_item_id]
+    lease = Lease(id=data["leaseId"], agent_id=data["agentId"], session_epoch=data["sessionEpoch"],
+                  ownership_epoch=data["ownershipEpoch"], started_at=event.occurred_at,
+                  expires_at=parse_time(data["expiresAt"]))
+    _update_item(view, item.id, state=ACTIVE, lease=lease, lease_count=item.lease_count + 1,
+                 attempts=data["attempt"], start_by=None)
+
+
+def _lease_renewed(view, event, data):
+    lease = view.items[event.work_item_id].lease
+    expires_at = parse_time(data["expiresAt"])
+    _update_item(view, event.work_item_id, lease=replace(
+        lease, expires_at=expires_at, renewals=lease.renewals + ((event.occurred_at, expires_at),)))
+
+
+def _close_lease(item: WorkItem, moment: datetime, reason: str) -> Lease | None:
+    if item.live_lease is None:
+        return item.lease
+    return replace(item.lease, closed_at=moment, close_reason=reason)
+
+
+def _lease_closed(reason):
+    def mutate(view, event, data):
+        item = view.items[event.work_item_id]
+        changes = {"lease": _close_lease(item, event.occurred_at, reason)}
+        if data.get("returnTo") == QUEUED:
+            changes.update(state=QUEUED, start_by=parse_time(data["startBy"]))
+        _update_item(view, item.id, **changes)
+    return mutate
+
+
+def _checkpointed(view, event, data):
+    item = view.items[event.work_item_id]
+    _update_item(view, item.id, state=QUEUED, lease=_close_lease(item, event.occurred_at, "released"),
+                 start_by=parse_time(data["startBy"]),
+                 last_checkpoint={"progress": data["progress"],
+                                  "stateArtifact": data.get("stateArtifact"),
+                                  "at": format_time(event.occurred_at)})
+
+
+def _blocked(view, event, data):
+    item = view.items[event.work_item_id]
+    _update_item(view, item.id, state=BLOCKED,
+                 lease=_close_lease(item, event.occurred_at, "released"),
+                 blocked_until=parse_time(data["blockedUntil"]),
+                 required_resolution=data["requiredResolution"],
+                 last_checkpoint={"progress": data["checkpoint"],
+                                  "at": format_time(event.occurred_at)})
+
+
+def _unblocked(view, event, data):
+    if data["next"] == QUEUED:
+        changes = {"start_by": parse_time(data["startBy"])}
+    else:
+        changes = {"owner": None, "start_by": None}
+    _update_item(view, event.work_item_id, state=data["next"], blocked_until=None,
+                 required_resolution=None, **changes)
+
+
+def _ownership_expired(view, event, data):
+    _update_item(view, event.work_item_id, owner=None, start_by=None, blocked_until=None)
+
+
+def _submitted(view, event, data):
+    item = view.items[event.work_item_id]
+    _update_item(view, item.id, state=SUBMITTED,
+                 lease=_close_lease(item, event.occurred_at, "released"),
+                 submission={"contractRevision": data["contractRevision"],
+                             "artifacts": data["artifacts"], "evidence": data["evidence"],
+                             "at": format_time(event.occurred_at)})
+
+
+def _ended(state):
+    def mutate(view, event, data):
+        item = view.items[event.work_item_id]
+        changes = {"state": state, "start_by": None, "blocked_until": None,
+                   "child_mission_id": None if state != VERIFIED else item.child_mission_id}
+        if state != VERIFIED:
+            changes["owner"] = None
+        _update_item(view, item.id, **changes)
+    return mutate
+
+
+def _message_posted(view, event, data):
+    item = view.items[event.work_item_id]
+    if data["kind"] == "ambiguity":
+        _update_item(view, item.id, open_ambiguities=item.open_ambiguities + (data["messageId"],))
+    elif data["kind"] == "resolution":
+        _update_item(view, item.id, open_ambiguities=tuple(
+            m for m in item.open_ambiguities if m != data.get("resolves")))
+
+
+def _noop(view, event, data):
+    """Recorded in the log and the audit trail; no projected state changes."""
+
+
+MUTATORS = {
+    "mission.created": _mission_created,
+    "mission.child_created": _child_created,
+    "mission.approved": _mission_ended(MISSION_APPROVED),
+    "mission.failed": _mission_ended(MISSION_FAILED),
+    "mission.cancelled": _mission_ended(MISSION_CANCELLED),
+    "work.child_mission_failed": _child_mission_failed,
+    "work.proposed": _proposed,
+    "work.authorized": _authorized,
+    "work.contract_revised": _contract_revised,
+    "work.offered": _offered,
+    "work.offer_declined": _offer_declined,
+    "work.offer_withdrawn": _offer_withdrawn,
+    "work.offer_accepted": _offer_accepted,
+    "work.contract_accepted": _contract_accepted,
+    "approval.execution_granted": _execution_granted,
+    "work.started": _started,
+    "lease.renewed": _lease_renewed,
+    "lease.revoked": _lease_closed("revoked"),
+    "lease.expired": _lease_closed("expired"),
+    "work.progress_reported": _noop,
+    "work.preemption_requested": _noop,
+    "work.checkpointed": _checkpointed,
+    "work.blocked": _blocked,
+    "work.unblocked": _unblocked,
+    "work.ownership_expired": _ownership_expired,
+    "work.submitted": _submitted,
+    "work.verified": _ended(VERIFIED),
+    "work.failed": _ended(FAILED),
+    "work.cancelled": _ended(CANCELLED),
+    "conversation.message_posted": _message_posted,
+}
+
+
+# --- documents: how the state is stored in projection rows and compared on replay -------
+
+def _time(moment):
+    return format_time(moment) if moment is not None else None
+
+
+def _parse(text):
+    return parse_time(text) if text is not None else None
+
+
+def offer_to_doc(offer: Offer) -> dict:
+    return {"agentId": offer.agent_id, "expiresAt": _time(offer.expires_at), "rank": offer.rank,
+            "selectionBasis": offer.selection_basis, "status": offer.status,
+            "decline": offer.decline}
+
+
+def lease_to_doc(lease: Lease | None) -> dict | None:
+    if lease is None:
+        return None
+    return {"id": lease.id, "agentId": lease.agent_id, "sessionEpoch": lease.session_epoch,
+            "ownershipEpoch": lease.ownership_epoch, "startedAt": _time(lease.started_at),
+            "expiresAt": _time(lease.expires_at),
+            "renewals": [{"at": _time(at), "expiresAt": _time(until)} for at, until in lease.renewals],
+            "closedAt": _time(lease.closed_at), "closeReason": lease.close_reason}
+
+
+def lease_from_doc(doc: dict | None) -> Lease | None:
+    if doc is None:
+        return None
+    return Lease(id=doc["id"], agent_id=doc["agentId"], session_epoch=doc["sessionEpoch"],
+                 ownership_epoch=doc["ownershipEpoch"], started_at=_parse(doc["startedAt"]),
+                 expires_at=_parse(doc["expiresAt"]),
+                 renewals=tuple((_parse(r["at"]), _parse(r["expiresAt"])) for r in doc["renewals"]),
+                 closed_at=_parse(doc["closedAt"]), close_reason=doc["closeReason"])
+
+
+_ITEM_TIMES = ("start_by", "blocked_until", "created_at", "updated_at")
+_MISSION_TIMES = ("created_at", "updated_at")
+
+
+def to_doc(obj) -> dict:
+    """A JSON-able document of a WorkItem, Mission or Proposal (snake_case keys)."""
+    doc = {}
+    for name in obj.__dataclass_fields__:
+        value = getattr(obj, name)
+        if isinstance(value, datetime):
+            value = _time(value)
+        elif name == "offers":
+            value = [offer_to_doc(o) for o in value]
+        elif name == "lease":
+            value = lease_to_doc(value)
+        elif isinstance(value, tuple):
+            value = list(value)
+        doc[name] = value
+    return doc
+
+
+def item_from_doc(doc: dict) -> WorkItem:
+    values = dict(doc)
+    for name in _ITEM_TIMES:
+        values[name] = _parse(values[name])
+    values["offers"] = tuple(
+        Offer(agent_id=o["agentId"], expires_at=_parse(o["expiresAt"]), rank=o["rank"],
+              selection_basis=o["selectionBasis"], status=o["status"], decline=o["decline"])
+        for o in values["offers"])
+    values["lease"] = lease_from_doc(values["lease"])
+    values["depends_on"] = tuple(values["depends_on"])
+    values["offer_queue"] = tuple(values["offer_queue"])
+    values["open_ambiguities"] = tuple(values["open_ambiguities"])
+    return WorkItem(**values)
+
+
+def mission_from_doc(doc: dict) -> Mission:
+    values = dict(doc)
+    for name in _MISSION_TIMES:
+        values[name] = _parse(values[name])
+    values["work_items"] = tuple(values["work_items"])
+    return Mission(**values)
+
+
+def proposal_from_doc(doc: dict) -> Proposal:
+    return Proposal(**{**doc, "created_at": _parse(doc["created_at"])})

@@ -1,0 +1,22 @@
+"""RFC 3339 UTC timestamps with `Z`, as the wire writes them."""
+
+from datetime import datetime, timezone
+
+UTC = timezone.utc
+
+
+def format_time(moment: datetime) -> str:
+    """Whole seconds unless the moment has a fraction; always UTC with `Z`."""
+    moment = moment.astimezone(UTC)
+    text = moment.isoformat(timespec="microseconds" if moment.microsecond else "seconds")
+    return text.replace("+00:00", "Z")
+
+
+def parse_time(text: str) -> datetime:
+    """Parse an RFC 3339 timestamp; raises ValueError unless it names its offset."""
+    if not isinstance(text, str) or "T" not in text:
+        raise ValueError("expected an RFC 3339 timestamp such as 2026-11-29T08:00:00Z")
+    moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
+    if moment.tzinfo is None:
+        raise ValueError("the timestamp must carry `Z` or an offset")
+    return moment.astimezone(UTC)

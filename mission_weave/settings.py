@@ -1,0 +1,239 @@
+"""MissionWeave settings: one file, configured by environment variables.
+
+With no environment at all this runs the embedded try-out: SQLite in MW_DATA_DIR, the
+in-memory channel layer and Celery tasks run eagerly. Set DATABASE_URL and REDIS_URL
+for PostgreSQL, Redis and real Celery workers. Production hardening is in
+settings_production.py. Code elsewhere reads these through django.conf.settings at
+call time, never at import time.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = ("1", "true", "yes", "on")
+_FALSE = ("0", "false", "no", "off")
+
+
+def envstr(name, default=None):
+    return os.getenv(name, default)
+
+
+def envbool(name, default):
+    value = os.getenv(name)
+    if value is None or value.strip() == "":
+        return default
+    value = value.strip().lower()
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise ImproperlyConfigured(f"{name} must be one of {_TRUE + _FALSE}, got {value!r}")
+
+
+def envint(name, default):
+    value = os.getenv(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
+
+
+def envlist(name, default):
+    value = os.getenv(name)
+    if value is None or value.strip() == "":
+        return list(default)
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+MW_DATA_DIR = Path(envstr("MW_DATA_DIR", str(BASE_DIR / ".mw")))
+MW_DATA_DIR.mkdir(parents=True, exist_ok=True)
+
+DEBUG = envbool("DEBUG", True)
+SECRET_KEY = envstr("SECRET_KEY")
+if not SECRET_KEY:
+    if not DEBUG:
+        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off")
+    SECRET_KEY = "mw-dev-only-insecure-key-8f3c1e0b7a9d4c62b5e1f0a3d7c9b2e4"
+
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "testserver"])
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS", [])
+
+INSTALLED_APPS = [
+    "daphne",  # first, so that `manage.py runserver` serves ASGI (WebSockets)
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "drf_spectacular",
+    "channels",
+    "apps.identity",
+    "apps.ledger",
+    "apps.work",
+    "apps.api",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "mission_weave.urls"
+ASGI_APPLICATION = "mission_weave.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.debug",
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+# Database: PostgreSQL (or anything dj-database-url parses) when DATABASE_URL is set,
+# otherwise the embedded SQLite file.
+DATABASE_URL = envstr("DATABASE_URL", "")
+MW_EMBEDDED = not DATABASE_URL
+if DATABASE_URL:
+    DATABASES = {
+        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+    }
+else:
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": MW_DATA_DIR / "db.sqlite3",
+            "OPTIONS": {
+                # IMMEDIATE takes the write lock at BEGIN, so two writers queue on
+                # `timeout` instead of failing with "database is locked" mid-transaction.
+                "transaction_mode": "IMMEDIATE",
+                "timeout": 20,
+                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+            },
+        }
+    }
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+# Redis: channel layer and Celery broker. Without it: in-memory layer, eager tasks.
+REDIS_URL = envstr("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+CELERY_BROKER_URL = REDIS_URL or None
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+CELERY_RESULT_BACKEND = None
+CELERY_TIMEZONE = "UTC"
+CELERY_BEAT_SCHEDULE = {}
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "/static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+# Serve /static/ from the ASGI app itself (daphne has no static file server). Fine for
+# the try-out and small deployments; put a CDN or proxy in front for heavy traffic.
+MW_SERVE_STATIC = envbool("MW_SERVE_STATIC", DEBUG)
+
+DATA_UPLOAD_MAX_MEMORY_SIZE = envint("MW_MAX_BODY_BYTES", 1_048_576)
+
+REST_FRAMEWORK = {
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "apps.api.auth.BearerSessionAuthentication",
+        "apps.api.auth.UserSessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": [],
+    "UNAUTHENTICATED_USER": None,
+    "EXCEPTION_HANDLER": "apps.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+}
+
+SPECTACULAR_SETTINGS = {
+    "TITLE": "MissionWeave Group Authority API",
+    "VERSION": "1",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Protocol (PROTOCOL.md) -----------------------------------------------------------
+# Allowed difference between a signed issuedAt and server time.
+MW_CLOCK_SKEW_SECONDS = envint("MW_CLOCK_SKEW_SECONDS", 300)
+# Time from offer acceptance to startBy when the offer sets no startWithinSeconds.
+MW_START_WINDOW_SECONDS = envint("MW_START_WINDOW_SECONDS", 600)
+# Lease length for work.start / lease.renew without leaseSeconds.
+MW_DEFAULT_LEASE_SECONDS = envint("MW_DEFAULT_LEASE_SECONDS", 300)
+# Largest leaseSeconds a work.start / lease.renew may ask for.
+MW_MAX_LEASE_SECONDS = envint("MW_MAX_LEASE_SECONDS", 3600)
+# Blocked lease length for work.block without blockedLeaseSeconds.
+MW_DEFAULT_BLOCKED_LEASE_SECONDS = envint("MW_DEFAULT_BLOCKED_LEASE_SECONDS", 3600)
+# Largest blockedLeaseSeconds a work.block may ask for.
+MW_MAX_BLOCKED_LEASE_SECONDS = envint("MW_MAX_BLOCKED_LEASE_SECONDS", 86400)
+# Lifetime of an Agent session token.
+MW_SESSION_TTL_SECONDS = envint("MW_SESSION_TTL_SECONDS", 86400)
+# Most candidates one urgent work.offer may name.
+MW_MAX_URGENT_CANDIDATES = envint("MW_MAX_URGENT_CANDIDATES", 10)
+# Largest `limit` of GET .../events (one page of the event feed).
+MW_EVENTS_PAGE_MAX = envint("MW_EVENTS_PAGE_MAX", 1000)
+# Group Authority Ed25519 signing key: base64url 32-byte seed (optional; see the file).
+MW_AUTHORITY_KEY = envstr("MW_AUTHORITY_KEY") or None
+# Where the authority key seed is kept when MW_AUTHORITY_KEY is not set.
+MW_AUTHORITY_KEY_FILE = Path(envstr("MW_AUTHORITY_KEY_FILE", str(MW_DATA_DIR / "authority.key")))
+
+# --- Logging --------------------------------------------------------------------------
+# Request bodies are never logged. django.db.backends stays at INFO even when
+# LOG_LEVEL=DEBUG, because its DEBUG records carry SQL parameters (command payloads).
+LOG_LEVEL = envstr("LOG_LEVEL", "INFO").upper()
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.db.backends": {"level": "INFO"},
+    },
+}

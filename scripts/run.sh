@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Serve MissionWeave with daphne on 127.0.0.1:${PORT:-8000}. With REDIS_URL set, a Celery
+# worker (with beat) runs beside it and is stopped when this script exits.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV="${VENV:-.venv}"
+if [ -d "$VENV/bin" ]; then
+    PATH="$PWD/$VENV/bin:$PATH"
+fi
+PORT="${PORT:-8000}"
+
+echo "MissionWeave: http://127.0.0.1:$PORT/  (admin: http://127.0.0.1:$PORT/admin/)"
+echo "Demo login: owner / owner"
+
+if [ -z "${REDIS_URL:-}" ]; then
+    exec daphne -b 127.0.0.1 -p "$PORT" mission_weave.asgi:application
+fi
+
+# Both run in the background so that a signal to this script is handled at once (bash
+# defers traps while a foreground child runs); the EXIT trap stops whichever is left.
+celery -A mission_weave.celery worker --beat -l info &
+celery_pid=$!
+daphne -b 127.0.0.1 -p "$PORT" mission_weave.asgi:application &
+daphne_pid=$!
+stop_children() {
+    kill "$daphne_pid" "$celery_pid" 2>/dev/null || true
+    wait "$daphne_pid" "$celery_pid" 2>/dev/null || true
+}
+trap stop_children EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# Exit (and stop the worker) as soon as either process ends.
+wait -n "$daphne_pid" "$celery_pid"

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Make sure the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) used by the
+# tests are up, starting them if not. Idempotent. A service is only touched when its
+# DATABASE_URL / REDIS_URL is unset or points at this machine.
+set -euo pipefail
+
+WAIT_SECONDS=30
+
+say() { echo "services: $*"; }
+die() { echo "services: ERROR: $*" >&2; exit 1; }
+
+# url_host URL -> the host part ("" when URL is empty)
+url_host() {
+    local rest="${1#*://}"
+    rest="${rest%%/*}"
+    rest="${rest##*@}"
+    case "$rest" in
+        \[*) rest="${rest%%]*}]" ;;  # [::1]:5432 -> [::1]
+        *) rest="${rest%%:*}" ;;
+    esac
+    echo "$rest"
+}
+
+# url_user URL -> the user name ("" when the URL has none)
+url_user() {
+    local rest="${1#*://}"
+    rest="${rest%%/*}"
+    case "$rest" in
+        *@*) rest="${rest%@*}"; echo "${rest%%:*}" ;;
+    esac
+}
+
+is_local() {
+    case "$(url_host "$1")" in
+        "" | 127.0.0.1 | localhost | "[::1]") return 0 ;;
+        *) return 1 ;;
+    esac
+}
+
+# wait_for NAME COMMAND... : poll COMMAND once a second for up to WAIT_SECONDS
+wait_for() {
+    local name="$1"; shift
+    local i
+    for ((i = 0; i < WAIT_SECONDS; i++)); do
+        if "$@" >/dev/null 2>&1; then return 0; fi
+        sleep 1
+    done
+    die "$name did not come up within ${WAIT_SECONDS}s"
+}
+
+pg_up() { pg_isready -h 127.0.0.1 -p 5432 -q; }
+redis_up() { [ "$(redis-cli -h 127.0.0.1 -p 6379 ping 2>/dev/null)" = "PONG" ]; }
+
+# --- PostgreSQL ------------------------------------------------------------------------
+DB_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/missionweave}"
+case "$DB_URL" in
+    postgres://* | postgresql://* | pgsql://*) pg_wanted=1 ;;
+    *) pg_wanted=0 ;;
+esac
+if [ "$pg_wanted" = 1 ] && is_local "$DB_URL"; then
+    command -v pg_isready >/dev/null || die "pg_isready not found (is PostgreSQL installed?)"
+    if pg_up; then
+        say "PostgreSQL already up on 127.0.0.1:5432"
+    else
+        say "starting PostgreSQL"
+        [ -d /etc/postgresql ] || die "no /etc/postgresql: PostgreSQL is not installed"
+        # shellcheck disable=SC2046  # one cluster version directory is expected
+        pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start \
+            || say "pg_ctlcluster returned non-zero; waiting to see if the server comes up"
+        wait_for PostgreSQL pg_up
+        say "PostgreSQL up on 127.0.0.1:5432"
+    fi
+
+    # The development/bench database (pytest-django creates test_<name> itself).
+    db_name="${DB_URL##*/}"
+    db_name="${db_name%%\?*}"
+    db_user="$(url_user "$DB_URL")"
+    db_user="${db_user:-postgres}"
+    if [ -n "$db_name" ]; then
+        if [ "$(psql -h 127.0.0.1 -p 5432 -U "$db_user" -d postgres -tAc \
+                "SELECT 1 FROM pg_database WHERE datname = '$db_name'" 2>/dev/null)" = "1" ]; then
+            say "database $db_name exists"
+        elif createdb -h 127.0.0.1 -p 5432 -U "$db_user" "$db_name" 2>/dev/null; then
+            say "created database $db_name"
+        else
+            say "could not create database $db_name as $db_user (continuing)"
+        fi
+    fi
+else
+    say "DATABASE_URL is not a local PostgreSQL; leaving PostgreSQL alone"
+fi
+
+# --- Redis -----------------------------------------------------------------------------
+R_URL="${REDIS_URL:-redis://127.0.0.1:6379/0}"
+case "$R_URL" in
+    redis://* | rediss://*) redis_wanted=1 ;;
+    *) redis_wanted=0 ;;
+esac
+if [ "$redis_wanted" = 1 ] && is_local "$R_URL"; then
+    command -v redis-cli >/dev/null || die "redis-cli not found (is Redis installed?)"
+    if redis_up; then
+        say "Redis already up on 127.0.0.1:6379"
+    else
+        say "starting Redis"
+        mkdir -p /var/lib/redis /var/log/redis
+        redis-server --daemonize yes --bind 127.0.0.1 -::1 --port 6379 --save "" \
+            --appendonly no --dir /var/lib/redis --logfile /var/log/redis/ci.log \
+            || say "redis-server returned non-zero; waiting to see if the server comes up"
+        wait_for Redis redis_up
+        say "Redis up on 127.0.0.1:6379"
+    fi
+else
+    say "REDIS_URL is not a local Redis; leaving Redis alone"
+fi
