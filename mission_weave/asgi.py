@@ -3,6 +3,7 @@
 Serve with `daphne mission_weave.asgi:application`.
 """
 
+import asyncio
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mission_weave.settings")
@@ -23,9 +24,17 @@ if settings.MW_SERVE_STATIC:
 
     django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
-application = ProtocolTypeRouter(
+from apps.ledger import publish  # noqa: E402
+
+router = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
         "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )
+
+
+async def application(scope, receive, send):
+    # Committed events are pushed on this loop without blocking the request thread.
+    publish.remember_server_loop(asyncio.get_running_loop())
+    return await router(scope, receive, send)

@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "apps.ledger",
     "apps.work",
     "apps.api",
+    "apps.bench",
 ]
 
 MIDDLEWARE = [
@@ -89,6 +90,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "apps.api.middleware.ApiErrorsMiddleware",
 ]
 
 ROOT_URLCONF = "mission_weave.urls"
@@ -116,8 +118,18 @@ DATABASE_URL = envstr("DATABASE_URL", "")
 MW_EMBEDDED = not DATABASE_URL
 if DATABASE_URL:
     DATABASES = {
-        "default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)
+        "default": dj_database_url.parse(DATABASE_URL)
     }
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+        # Under ASGI every request runs in a thread of its own, so Django's persistent
+        # connections would open a new PostgreSQL connection per request (~20 ms). A
+        # process-wide psycopg pool hands each request a warm one instead.
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": envint("MW_DB_POOL_MIN", 2),
+            "max_size": envint("MW_DB_POOL_MAX", 20),
+            "timeout": envint("MW_DB_POOL_TIMEOUT", 10),
+        }
 else:
     DATABASES = {
         "default": {

@@ -21,7 +21,8 @@ fi
 # defers traps while a foreground child runs); the EXIT trap stops whichever is left.
 celery -A mission_weave.celery worker --beat -l info &
 celery_pid=$!
-daphne -b 127.0.0.1 -p "$PORT" mission_weave.asgi:application &
+# Several daphne processes share one socket: HTTP throughput grows with processes.
+python -m mission_weave.serve --workers "${MW_WEB_WORKERS:-2}" --port "$PORT" &
 daphne_pid=$!
 stop_children() {
     kill "$daphne_pid" "$celery_pid" 2>/dev/null || true

@@ -1,9 +1,25 @@
-from django.urls import path
+from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView
 
 from . import views
 
-G = "groups/<str:group_id>"
+
+class IdConverter:
+    """An opaque id in a path: any text but `/` and U+0000 (which PostgreSQL cannot
+    compare), so an impossible id is a JSON 404 rather than a database error."""
+
+    regex = "[^/\\x00]+"
+
+    def to_python(self, value):
+        return value
+
+    def to_url(self, value):
+        return value
+
+
+register_converter(IdConverter, "id")
+
+G = "groups/<id:group_id>"
 
 urlpatterns = [
     path("sessions", views.SessionsView.as_view()),
@@ -11,9 +27,9 @@ urlpatterns = [
     path(f"{G}/commands", views.CommandsView.as_view()),
     path(f"{G}/events", views.EventsView.as_view()),
     path(f"{G}/work-items", views.WorkItemListView.as_view()),
-    path(f"{G}/work-items/<str:work_item_id>", views.WorkItemView.as_view()),
-    path(f"{G}/work-items/<str:work_item_id>/audit", views.WorkItemAuditView.as_view()),
+    path(f"{G}/work-items/<id:work_item_id>", views.WorkItemView.as_view()),
+    path(f"{G}/work-items/<id:work_item_id>/audit", views.WorkItemAuditView.as_view()),
     path(f"{G}/missions", views.MissionListView.as_view()),
-    path(f"{G}/missions/<str:mission_id>", views.MissionView.as_view()),
+    path(f"{G}/missions/<id:mission_id>", views.MissionView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]

@@ -14,19 +14,28 @@ from apps.ledger import authority, pipeline
 from apps.ledger.models import CommandRecord, Event
 from apps.work import models as work_models
 from apps.work import state
+from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 
 from . import reads
 
 
 def read_json(request) -> dict:
-    """The JSON object in the body; NaN, Infinity and non-objects are refused."""
+    """The JSON object in the body; NaN, Infinity, non-objects and values outside what
+    RFC 8785 and PostgreSQL can hold (huge integers, U+0000, lone surrogates, deep
+    nesting) are refused."""
     try:
         value = json.loads(request.body, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as error:
         raise ProtocolError("VALIDATION_ERROR", f"the body is not valid JSON: {error}")
+    except RecursionError:
+        raise ProtocolError("VALIDATION_ERROR", "the body is nested too deeply")
     if not isinstance(value, dict):
         raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
+    problem = domain_problem(value)
+    if problem is not None:
+        raise ProtocolError("VALIDATION_ERROR", f"the body at {problem[0]}: {problem[1]}",
+                            {"path": problem[0]})
     return value
 
 
@@ -97,12 +106,15 @@ def _int_param(request, name, default, minimum, maximum=None):
 
 class WorkItemListView(APIView):
     @extend_schema(parameters=[OpenApiParameter("missionId", str), OpenApiParameter("state", str)],
-                   responses={200: OpenApiTypes.OBJECT}, summary="WorkItems of the Group")
+                   responses={200: OpenApiTypes.OBJECT}, summary="WorkItems of the Group",
+                   operation_id="work_items_list")
     def get(self, request, group_id):
         member_of(request, group_id)
         rows = work_models.WorkItem.objects.filter(group_id=group_id).order_by("id")
         for param, column in (("missionId", "mission_id"), ("state", "state")):
             if request.query_params.get(param):
+                if "\x00" in request.query_params[param]:  # PostgreSQL cannot compare it
+                    raise ProtocolError("VALIDATION_ERROR", f"{param} must not contain U+0000")
                 rows = rows.filter(**{column: request.query_params[param]})
         return JsonResponse({"workItems": [reads.work_item(state.item_from_doc(r.doc))
                                            for r in rows[:1000]]})
@@ -140,7 +152,8 @@ class WorkItemAuditView(APIView):
 
 
 class MissionListView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Missions of the Group")
+    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Missions of the Group",
+                   operation_id="missions_list")
     def get(self, request, group_id):
         member_of(request, group_id)
         rows = work_models.Mission.objects.filter(group_id=group_id).order_by("id")

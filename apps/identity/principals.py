@@ -1,4 +1,5 @@
-"""Who is asking: bearer-token authentication, signed envelopes, Group membership."""
+"""Who is asking: bearer-token authentication, signed envelopes, Group membership.
+On the command hot path, so the lookups are single SQL statements."""
 
 import hashlib
 from dataclasses import dataclass
@@ -6,11 +7,15 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
+from apps.ledger import db
 from mission_weave.protocol.canonical import public_key_from_b64url, signature_key_id, verify
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import parse_time
 
 from .models import AgentKey, AgentSession, Membership
+
+SESSIONS, KEYS, MEMBERS = (AgentSession._meta.db_table, AgentKey._meta.db_table,
+                           Membership._meta.db_table)
 
 
 @dataclass(frozen=True)
@@ -28,7 +33,13 @@ class Principal:
         return self.id[len("agent:"):] if self.is_agent else None
 
 
-SYSTEM = Principal("system")
+@dataclass(frozen=True)
+class Member:
+    """A live membership; `public_key` is the signing key asked for, if active."""
+
+    roles: frozenset
+    epoch: int
+    public_key: str | None = None
 
 
 def token_hash(token: str) -> str:
@@ -36,14 +47,21 @@ def token_hash(token: str) -> str:
 
 
 def authenticate_bearer(token: str, now: datetime) -> Principal:
-    session = (AgentSession.objects.filter(token_hash=token_hash(token))
-               .only("agent_id", "epoch", "expires_at", "superseded_at").first())
-    if session is None or session.expires_at <= now:
+    rows = db.fetch(f"SELECT agent_id, epoch, expires_at, superseded_at FROM {SESSIONS} "
+                    "WHERE token_hash = %s", [token_hash(token)])
+    if not rows or _aware(rows[0][2]) <= now:
         raise ProtocolError("UNAUTHENTICATED", "the bearer token is unknown or expired")
-    if session.superseded_at is not None:
+    agent_id, epoch, _expires, superseded_at = rows[0]
+    if superseded_at is not None:
         raise ProtocolError("STALE_SESSION", "this session was superseded by a newer one",
-                            {"sessionEpoch": session.epoch})
-    return Principal(f"agent:{session.agent_id}", session.epoch)
+                            {"sessionEpoch": epoch})
+    return Principal(f"agent:{agent_id}", epoch)
+
+
+def _aware(moment) -> datetime:
+    """Raw SQLite rows carry text; PostgreSQL rows carry aware datetimes."""
+    return parse_time(moment.replace(" ", "T") + ("" if "+" in moment else "Z")) \
+        if isinstance(moment, str) else moment
 
 
 def check_fresh(issued_at: str, now: datetime) -> None:
@@ -59,15 +77,35 @@ def check_signature(document: dict, agent_id: str) -> None:
     key_id = signature_key_id(document)
     key = AgentKey.objects.filter(key_id=key_id, agent_id=agent_id, active=True).first() \
         if key_id else None
-    if key is None or not verify(document, public_key_from_b64url(key.public_key)):
+    _verify(document, key.public_key if key else None, key_id)
+
+
+def _verify(document: dict, public_key: str | None, key_id, signed: bytes | None = None):
+    if public_key is None or not verify(document, public_key_from_b64url(public_key), signed):
         raise ProtocolError("INVALID_SIGNATURE",
                             "the signature does not verify with an active key of this agent",
                             {"keyId": key_id})
 
 
-def check_envelope_identity(envelope: dict, principal: Principal, now: datetime) -> None:
+def membership(group_id: str, principal: Principal, key_id: str | None = None) -> Member:
+    """The principal's live membership (and, for an agent, the public key `key_id` if
+    it is one of its active keys). A non-member learns nothing of the Group."""
+    rows = db.fetch(
+        f"SELECT m.roles, m.epoch, k.public_key FROM {MEMBERS} m "
+        f"LEFT JOIN {KEYS} k ON k.key_id = %s AND k.agent_id = %s AND k.active "
+        "WHERE m.group_id = %s AND m.principal = %s AND m.active",
+        [key_id, principal.agent_id, group_id, principal.id])
+    if not rows:
+        raise ProtocolError("NOT_A_MEMBER", "you are not a member of this Group")
+    roles, epoch, public_key = rows[0]
+    return Member(frozenset(db.from_json(roles)), epoch, public_key)
+
+
+def check_envelope_identity(envelope: dict, principal: Principal, member: Member,
+                            signed: bytes, now: datetime) -> None:
     """The actor is the authenticated principal; an agent's command is fresh, from its
-    current session, and signed by its key (PROTOCOL §1)."""
+    current session, and signed by its key (PROTOCOL §1). `signed` are the envelope's
+    signing bytes."""
     if envelope["actor"] != principal.id:
         raise ProtocolError("FORBIDDEN", f"actor {envelope['actor']} is not the authenticated "
                             f"principal {principal.id}")
@@ -77,19 +115,10 @@ def check_envelope_identity(envelope: dict, principal: Principal, now: datetime)
         raise ProtocolError("STALE_SESSION", f"sessionEpoch must be the current session's "
                             f"{principal.session_epoch}", {"sessionEpoch": principal.session_epoch})
     check_fresh(envelope["issuedAt"], now)
-    check_signature(envelope, principal.agent_id)
+    _verify(envelope, member.public_key, signature_key_id(envelope), signed)
 
 
-def membership(group_id: str, principal: Principal) -> Membership:
-    """The principal's live membership; a non-member learns nothing of the Group."""
-    member = (Membership.objects.filter(group_id=group_id, principal=principal.id, active=True)
-              .only("roles", "epoch").first())
-    if member is None:
-        raise ProtocolError("NOT_A_MEMBER", "you are not a member of this Group")
-    return member
-
-
-def check_membership_epoch(member: Membership, epoch) -> None:
+def check_membership_epoch(member: Member, epoch) -> None:
     if epoch != member.epoch:
         raise ProtocolError("STALE_MEMBERSHIP",
                             f"membershipEpoch must be the current {member.epoch}",

@@ -5,3 +5,8 @@ class LedgerConfig(AppConfig):
     name = "apps.ledger"
     label = "ledger"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        # Bind Celery's current app to our settings (eager without a broker), so that a
+        # task queued from a view or a management command uses them.
+        import mission_weave.celery  # noqa: F401

@@ -1,9 +1,9 @@
 """The signed command envelope (PROTOCOL §2, §7): its schema and its parsing."""
 
+from apps.work.commands import Command
+from mission_weave.protocol.canonical import domain_problem, signing_bytes
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema
-
-from apps.work.commands import Command
 
 KNOWN_EXTENSIONS = frozenset()  # the bounded-offline binding arrives with §11.5
 
@@ -35,9 +35,14 @@ ENVELOPE = compile_schema({
 })
 
 
-def check_envelope(envelope, group_id: str) -> None:
+def check_envelope(envelope, group_id: str) -> bytes:
+    """Check the envelope's shape; return the bytes its signature covers (RFC 8785)."""
     if not isinstance(envelope, dict):
         raise ProtocolError("VALIDATION_ERROR", "the command must be a JSON object")
+    problem = domain_problem(envelope)  # any transport: it is hashed, signed and stored
+    if problem is not None:
+        raise ProtocolError("VALIDATION_ERROR", f"command envelope: {problem[0]}: {problem[1]}",
+                            {"path": problem[0]})
     check(ENVELOPE, envelope, "VALIDATION_ERROR", "command envelope")
     if envelope["groupId"] != group_id:
         raise ProtocolError("VALIDATION_ERROR",
@@ -48,6 +53,11 @@ def check_envelope(envelope, group_id: str) -> None:
             raise ProtocolError("UNKNOWN_CRITICAL_EXTENSION",
                                 f"the critical extension {urn} is not understood here",
                                 {"extension": urn})
+    try:
+        return signing_bytes(envelope)
+    except (ValueError, TypeError) as error:  # e.g. an integer beyond IEEE 754's 2**53
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"the command has no RFC 8785 canonical form: {error}")
 
 
 def to_command(envelope: dict, roles: frozenset) -> Command:

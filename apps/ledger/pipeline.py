@@ -1,7 +1,10 @@
 """The one path for every change (DESIGN.md):
 
-    authenticate, verify -> idempotency -> lock the Group -> decide -> append
-    -> apply to the projections -> commit -> publish on commit
+    authenticate, verify -> lock the Group -> decide -> append -> apply to the
+    projections -> remember the answer under the command id -> commit -> publish
+
+Idempotency rests on the unique (group, command id) constraint: a repeated id rolls
+its attempt back and gets the first answer, so the common path spends no query on it.
 
 HTTP, WebSocket, the dashboard and the sweeper all come through `submit` or
 `submit_system`; nothing else writes the log or the projections.
@@ -11,10 +14,10 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from mission_weave.protocol.canonical import content_hash, without
+from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
@@ -23,7 +26,8 @@ from apps.identity.principals import Principal
 from apps.work import commands, state, store
 from apps.work.commands import Context, Policy
 
-from . import chain, envelope as envelopes, publish
+from . import chain, db, publish
+from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
 
 
@@ -44,34 +48,44 @@ def policy() -> Policy:
 
 
 def submit(group_id: str, envelope, principal: Principal, now: datetime | None = None) -> Answer:
-    """Decide one signed command. Raises ProtocolError for a rejection; a rejection
-    after authentication is remembered under the command id like an acceptance."""
+    """Decide one signed command and answer it. Failures of identity, membership or
+    envelope raise ProtocolError and are not remembered (they prove nothing about the
+    id); a decision, acceptance or rejection, is remembered under the command id."""
     now = now or timezone.now()
-    envelopes.check_envelope(envelope, group_id)
-    member = principals.membership(group_id, principal)
-    principals.check_envelope_identity(envelope, principal, now)
+    signed = envelopes.check_envelope(envelope, group_id)
+    member = principals.membership(group_id, principal, signature_key_id(envelope))
+    principals.check_envelope_identity(envelope, principal, member, signed, now)
     principals.check_membership_epoch(member, envelope["membershipEpoch"])
-    command = envelopes.to_command(envelope, frozenset(member.roles))
-    fingerprint = content_hash(without(envelope, "signature"))
+    command = envelopes.to_command(envelope, member.roles)
+    fingerprint = sha256_hex(signed)  # what the signature covers is the command's content
 
-    with transaction.atomic():
-        group = _lock(group_id)
-        prior = CommandRecord.objects.filter(group=group, command_id=command.id).first()
-        if prior is not None:
-            return _repeat(prior, fingerprint)
-        try:
-            view = store.load(group.id, command)
-            context = Context(now=now, policy=policy(), candidates=store.candidates(group.id, command))
-            drafts = commands.decide(view, command, context)
-        except ProtocolError as rejection:
-            _remember(group, command, fingerprint, rejection.http_status, rejection.as_json(),
-                      envelope, now)
-            answer = Answer(rejection.http_status, rejection.as_json())
-        else:
-            events = _append(group, view, drafts, command.actor, command.id, now)
-            body = {"commandId": command.id, "events": events, "duplicate": False}
-            _remember(group, command, fingerprint, 200, body, None, now)
-            answer = Answer(200, body)
+    try:
+        with transaction.atomic():
+            head = _lock(group_id)
+            try:
+                view = store.load(group_id, command)
+                context = Context(now=now, policy=policy(),
+                                  candidates=store.candidates(group_id, command))
+                drafts = commands.decide(view, command, context)
+            except ProtocolError as rejection:
+                answer = Answer(rejection.http_status, rejection.as_json())
+                db.execute_batch([_record(group_id, command, fingerprint, answer, envelope, now)])
+            else:
+                events, writes = _append(group_id, head, view, drafts, command.actor, command.id,
+                                         now)
+                answer = Answer(200, {"commandId": command.id, "events": events,
+                                      "duplicate": False})
+                # The record goes last: a repeated id fails its unique constraint and
+                # takes the whole attempt back with it.
+                db.execute_batch(writes + [_record(group_id, command, fingerprint, answer,
+                                                   None, now)])
+    except IntegrityError:
+        # The command id was answered before (or just now, by a racing twin): the
+        # unique constraint rolled this attempt back whole, so answer as we did then.
+        prior = CommandRecord.objects.filter(group_id=group_id, command_id=command.id).first()
+        if prior is None:
+            raise
+        return _repeat(prior, fingerprint)
     return answer
 
 
@@ -79,20 +93,35 @@ def submit_system(group_id: str, decide_system, now: datetime, load) -> list:
     """Append what the server decides for itself (actor `system`): the sweeper, session
     replacement. `load(group_id)` gives the view; `decide_system(view)` the drafts."""
     with transaction.atomic():
-        group = _lock(group_id)
-        view = load(group.id)
+        head = _lock(group_id)
+        view = load(group_id)
         drafts = decide_system(view)
         if not drafts:
             return []
-        command_id = commands.derive_id("sys", f"{group.id}/{group.head_sequence}")
-        return _append(group, view, drafts, "system", command_id, now)
+        command_id = commands.derive_id("sys", f"{group_id}/{head[0]}")
+        events, writes = _append(group_id, head, view, drafts, "system", command_id, now)
+        db.execute_batch(writes)
+        return events
 
 
-def _lock(group_id: str) -> Group:
-    group = Group.objects.select_for_update().filter(id=group_id).first()
-    if group is None:  # membership was checked first, so only a race gets here
+GROUPS, EVENTS, RECORDS = (Group._meta.db_table, Event._meta.db_table,
+                           CommandRecord._meta.db_table)
+EVENT_COLUMNS = ["group_id", "sequence", "event_id", "type", "occurred_at", "actor",
+                 "command_id", "mission_id", "work_item_id", "revision", "data", "prev_hash",
+                 "hash"]
+RECORD_COLUMNS = ["group_id", "command_id", "content_hash", "type", "actor", "work_item_id",
+                  "accepted", "status", "response", "envelope", "created_at"]
+
+
+def _lock(group_id: str) -> tuple[int, str]:
+    """Take the Group's row lock for this transaction: every command of one Group is
+    decided in turn, which gives gapless sequences and first-acceptance-wins."""
+    lock = " FOR UPDATE" if db.is_postgres() else ""  # SQLite: BEGIN IMMEDIATE locks
+    rows = db.fetch(f"SELECT head_sequence, head_hash FROM {GROUPS} WHERE id = %s{lock}",
+                    [group_id])
+    if not rows:  # membership was checked first, so only a race gets here
         raise ProtocolError("NOT_A_MEMBER", "you are not a member of this Group")
-    return group
+    return rows[0]
 
 
 def _repeat(prior: CommandRecord, fingerprint: str) -> Answer:
@@ -106,38 +135,43 @@ def _repeat(prior: CommandRecord, fingerprint: str) -> Answer:
     return Answer(prior.status, body)
 
 
-def _remember(group, command, fingerprint, status, response, envelope, now) -> None:
-    CommandRecord.objects.create(
-        group=group, command_id=command.id, content_hash=fingerprint, type=command.type,
-        actor=command.actor, work_item_id=command.work_item_id, accepted=status == 200,
-        status=status, response=response, envelope=envelope, created_at=now)
+def _record(group_id, command, fingerprint, answer: Answer, envelope, now) -> tuple:
+    return db.insert(RECORDS, RECORD_COLUMNS, [(
+        group_id, command.id, fingerprint, command.type, command.actor, command.work_item_id,
+        answer.status == 200, answer.status, db.to_json(answer.body),
+        db.to_json(envelope) if envelope is not None else None,
+        connection.ops.adapt_datetimefield_value(now))])
 
 
-def _append(group: Group, view: state.View, drafts: list, actor: str, command_id: str,
-            now: datetime) -> list:
-    """Number, chain and store the events; apply them to the projections."""
+def _append(group_id: str, head: tuple, view: state.View, drafts: list, actor: str,
+            command_id: str, now: datetime) -> tuple[list, list]:
+    """Number, chain and apply the events: (their documents, the statements to write)."""
     before = view.copy()
     documents, rows = [], []
-    sequence, prev_hash = group.head_sequence, group.head_hash
+    sequence, prev_hash = head
+    occurred_at = format_time(now)
     for index, draft in enumerate(drafts):
         sequence += 1
         state.evolve(view, state.Event(draft.type, draft.data, now, draft.mission_id,
                                        draft.work_item_id))
         document = chain.seal({
-            "id": commands.derive_id("evt", command_id, f"{group.id}/{index}"),
-            "groupId": group.id, "sequence": sequence, "type": draft.type,
-            "occurredAt": format_time(now), "actor": actor, "commandId": command_id,
+            "id": commands.derive_id("evt", command_id, f"{group_id}/{index}"),
+            "groupId": group_id, "sequence": sequence, "type": draft.type,
+            "occurredAt": occurred_at, "actor": actor, "commandId": command_id,
             "missionId": draft.mission_id, "workItemId": draft.work_item_id,
             "revision": _revision(view, draft), "data": draft.data, "prevHash": prev_hash})
         prev_hash = document["hash"]
         documents.append(document)
-        rows.append(event_row(group.id, document, now))
-    Event.objects.bulk_create(rows)
-    store.save(group.id, before, view)
-    Group.objects.filter(id=group.id).update(head_sequence=sequence, head_hash=prev_hash)
-    group.head_sequence, group.head_hash = sequence, prev_hash
-    transaction.on_commit(lambda: publish.events(group.id, documents))
-    return documents
+        rows.append((group_id, sequence, document["id"], draft.type,
+                     connection.ops.adapt_datetimefield_value(now), actor, command_id,
+                     draft.mission_id, draft.work_item_id, document["revision"],
+                     db.to_json(draft.data), document["prevHash"], document["hash"]))
+    writes = [db.insert(EVENTS, EVENT_COLUMNS, rows),
+              (f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s WHERE id = %s",
+               [sequence, prev_hash, group_id]),
+              *store.changes(group_id, before, view)]
+    transaction.on_commit(lambda: publish.events(group_id, documents))
+    return documents, writes
 
 
 def _revision(view: state.View, draft) -> int | None:
@@ -146,15 +180,6 @@ def _revision(view: state.View, draft) -> int | None:
     if draft.mission_id in view.missions:
         return view.missions[draft.mission_id].revision
     return None
-
-
-def event_row(group_id: str, document: dict, occurred_at: datetime) -> Event:
-    return Event(
-        group_id=group_id, sequence=document["sequence"], event_id=document["id"],
-        type=document["type"], occurred_at=occurred_at, actor=document["actor"],
-        command_id=document["commandId"], mission_id=document["missionId"],
-        work_item_id=document["workItemId"], revision=document["revision"],
-        data=document["data"], prev_hash=document["prevHash"], hash=document["hash"])
 
 
 def event_document(row: Event) -> dict:

@@ -55,8 +55,7 @@ def _columns(group_id: str, replayed: state.View) -> list:
         item = replayed.items.get(row.work_item_id)
         if item is None:
             continue
-        derived = store.item_row(group_id, item)
-        for column in store.ITEM_COLUMNS:
-            if column != "doc" and getattr(row, column) != getattr(derived, column):
+        for column, value in store.item_columns(item).items():
+            if getattr(row, column) != value:
                 problems.append(f"item {item.id}: column {column} differs from its replay")
     return problems

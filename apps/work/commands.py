@@ -160,7 +160,10 @@ def _active_mission(view: View, mission_id: str) -> Mission:
     return mission
 
 
-def _item(view: View, command: Command) -> WorkItem:
+def _item(view: View, command: Command, fenced_at: datetime | None = None) -> WorkItem:
+    """The targeted WorkItem. With `fenced_at` (the lease holder's commands) fencing is
+    checked before the transition, so a late result from a fenced owner is refused as
+    STALE_OWNERSHIP / STALE_LEASE / LEASE_EXPIRED whatever state the item moved on to."""
     if not command.work_item_id:
         raise ProtocolError("VALIDATION_ERROR", f"{command.type} needs workItemId")
     item = view.items.get(command.work_item_id)
@@ -171,6 +174,8 @@ def _item(view: View, command: Command) -> WorkItem:
             "REVISION_CONFLICT",
             f"expectedRevision {command.expected_revision} differs from the WorkItem's "
             f"revision {item.revision}", {"revision": item.revision})
+    if fenced_at is not None:
+        _require_lease(item, command, fenced_at)
     lifecycle.permitted(item.state, command.type)
     return item
 
@@ -420,6 +425,13 @@ def _fence_expired_owner(item: WorkItem, context: Context) -> list:
 def work_offer(view, command, context):
     item = _item(view, command)
     _active_mission(view, item.mission_id)
+    if item.child_mission_id:
+        # Like work.unblock: while the linked child runs the parent stays blocked, or the
+        # child's approval could never verify it (§10.2). Cancel the child Mission first.
+        child = item.child_mission_id
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"WorkItem {item.id} waits on its child Mission {child}",
+                            {"childMissionId": child})
     body = command.body
     if body["candidates"] == "auto":
         raise ProtocolError("VALIDATION_ERROR",
@@ -509,6 +521,9 @@ def work_accept_offer(view, command, context):
 
 
 def _renew_acceptance(item: WorkItem, command: Command, revision: int, context) -> list:
+    if item.owner != command.agent_id:
+        # Not the owner: a loser whose offer was withdrawn, or never addressed (§10.3).
+        _own_live_offer(item, command, context.now)
     fencing.check_ownership(item, command.agent_id, item.ownership_epoch, context.now)
     if item.accepted_revision == item.contract_revision:
         raise ProtocolError("OFFER_NOT_LIVE",
@@ -572,8 +587,7 @@ def work_start(view, command, context):
 
 
 def lease_renew(view, command, context):
-    item = _item(view, command)
-    _require_lease(item, command, context.now)
+    item = _item(view, command, fenced_at=context.now)
     policy = context.policy
     seconds = _seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
                        policy.max_lease_seconds, "leaseSeconds")
@@ -584,15 +598,13 @@ def lease_renew(view, command, context):
 
 
 def work_progress(view, command, context):
-    item = _item(view, command)
-    _require_lease(item, command, context.now)
+    item = _item(view, command, fenced_at=context.now)
     return [_draft(item, "work.progress_reported",
                    {"leaseId": item.lease.id, "progress": command.body})]
 
 
 def work_checkpoint(view, command, context):
-    item = _item(view, command)
-    _require_lease(item, command, context.now)
+    item = _item(view, command, fenced_at=context.now)
     return [_draft(item, "work.checkpointed", {
         "leaseId": item.lease.id, "progress": command.body["progress"],
         "stateArtifact": command.body.get("stateArtifact"),
@@ -600,8 +612,7 @@ def work_checkpoint(view, command, context):
 
 
 def work_block(view, command, context):
-    item = _item(view, command)
-    _require_lease(item, command, context.now)
+    item = _item(view, command, fenced_at=context.now)
     policy = context.policy
     seconds = _seconds(command.body.get("blockedLeaseSeconds"),
                        policy.default_blocked_lease_seconds, policy.max_blocked_lease_seconds,
@@ -628,8 +639,7 @@ def work_unblock(view, command, context):
 
 
 def work_submit(view, command, context):
-    item = _item(view, command)
-    _require_lease(item, command, context.now)
+    item = _item(view, command, fenced_at=context.now)
     body = command.body
     if body["contractRevision"] != item.contract_revision:
         raise ProtocolError(

@@ -16,7 +16,7 @@ PRINCIPAL = {"type": "string", "pattern": "^(agent:|user:)[A-Za-z0-9][A-Za-z0-9_
 HASH = {"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"}
 TIME = {"type": "string", "format": "date-time"}
 TEXT = {"type": "string", "minLength": 1, "maxLength": 10000}
-SECONDS = {"type": "integer", "minimum": 1}
+SECONDS = {"type": "integer", "minimum": 1, "maximum": 10 * 366 * 86400}  # <= 10 years
 
 # §13.2: subject, criteria, method, result, producer, timestamp, referenced Artifacts.
 # Closed: there is no member for private reasoning, and one that tries to add it is refused.

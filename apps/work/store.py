@@ -1,71 +1,100 @@
 """The work projections' repository: load the slice of state a command needs, and
-save what `evolve` changed. The only code that writes Mission/WorkItem/Proposal rows."""
+write what `evolve` changed. The only code that writes Mission/WorkItem/Proposal
+rows. Hot path, so plain SQL (see apps/ledger/db.py)."""
+
+from django.db import connection
 
 from apps.identity.models import Agent, Membership
+from apps.ledger import db
 
 from . import models, state
 from .commands import Candidate, Command
 from .state import View
+
+ITEMS = models.WorkItem._meta.db_table
+MISSIONS = models.Mission._meta.db_table
+PROPOSALS = models.Proposal._meta.db_table
 
 # Commands that look at a whole Mission: its dependency graph or all its WorkItems.
 WHOLE_MISSION = frozenset({"work.revise_contract", "mission.approve", "mission.fail",
                            "mission.cancel"})
 
 
+def _in(column: str, values) -> tuple[str, list]:
+    values = sorted(values)
+    if not values:
+        return "1 = 0", []
+    return f"{column} IN ({', '.join(['%s'] * len(values))})", values
+
+
+def _add(view: View, rows) -> None:
+    for kind, doc in rows:
+        doc = db.from_json(doc)
+        if kind == "item":
+            view.items[doc["id"]] = state.item_from_doc(doc)
+        elif kind == "mission":
+            view.missions[doc["id"]] = state.mission_from_doc(doc)
+        else:
+            view.proposals[doc["id"]] = state.proposal_from_doc(doc)
+
+
+def _select(table: str, kind: str, group_id: str, condition: tuple) -> tuple[str, list]:
+    where, params = condition
+    return f"SELECT '{kind}', doc FROM {table} WHERE group_id = %s AND {where}", [group_id, *params]
+
+
+def _fetch(view: View, *selects) -> None:
+    selects = [s for s in selects if not s[0].endswith("1 = 0")]
+    if selects:
+        _add(view, db.fetch(" UNION ALL ".join(sql for sql, _ in selects),
+                            [p for _, params in selects for p in params]))
+
+
 def load(group_id: str, command: Command) -> View:
+    """The target WorkItem and its Mission in one round trip, then what else the
+    command looks at (dependencies, a whole Mission, a parent, a proposal)."""
     body = command.body if isinstance(command.body, dict) else {}
     view = View()
     item_ids = {command.work_item_id} if command.work_item_id else set()
     contract = body.get("contract")
     if isinstance(contract, dict) and isinstance(contract.get("dependencies"), dict):
-        item_ids |= {d for d in contract["dependencies"].get("workItems") or () if isinstance(d, str)}
-    _load_items(view, group_id, work_item_id__in=item_ids)
-    mission_ids = {item.mission_id for item in view.items.values()}
-    if isinstance(body.get("missionId"), str):
-        mission_ids.add(body["missionId"])
-    _load_missions(view, group_id, mission_id__in=mission_ids)
+        deps = contract["dependencies"].get("workItems")
+        item_ids |= {d for d in deps if isinstance(d, str)} if isinstance(deps, list) else set()
+    mission_ids = {body["missionId"]} if isinstance(body.get("missionId"), str) else set()
+    items_in = _in("work_item_id", item_ids)
+    missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
+                         f"AND {items_in[0]})", [group_id, *items_in[1]])
+    _fetch(view, _select(ITEMS, "item", group_id, items_in),
+           _select(MISSIONS, "mission", group_id, _in("mission_id", mission_ids)),
+           _select(MISSIONS, "mission", group_id, missions_of_items if item_ids else ("1 = 0", [])))
+
+    more = []
     if command.type in WHOLE_MISSION:
-        _load_items(view, group_id, mission_id__in=mission_ids)
+        more.append(_select(ITEMS, "item", group_id, _in("mission_id", view.missions)))
         parents = {m.parent_work_item_id for m in view.missions.values() if m.parent_work_item_id}
-        _load_items(view, group_id, work_item_id__in=parents)
+        more.append(_select(ITEMS, "item", group_id, _in("work_item_id", parents)))
     dependencies = {d for item in view.items.values() for d in item.depends_on} - set(view.items)
-    _load_items(view, group_id, work_item_id__in=dependencies)
+    more.append(_select(ITEMS, "item", group_id, _in("work_item_id", dependencies)))
     if isinstance(body.get("proposalId"), str):
-        for row in models.Proposal.objects.filter(group_id=group_id, proposal_id=body["proposalId"]):
-            view.proposals[row.proposal_id] = state.proposal_from_doc(row.doc)
+        more.append(_select(PROPOSALS, "proposal", group_id, _in("proposal_id", [body["proposalId"]])))
+    _fetch(view, *more)
+    return view
+
+
+def load_items(group_id: str, item_ids) -> View:
+    view = View()
+    _fetch(view, _select(ITEMS, "item", group_id, _in("work_item_id", item_ids)))
     return view
 
 
 def load_all(group_id: str) -> View:
     """Every projected object of the Group, for mw_verify."""
     view = View()
-    _load_items(view, group_id)
-    _load_missions(view, group_id)
-    for row in models.Proposal.objects.filter(group_id=group_id):
-        view.proposals[row.proposal_id] = state.proposal_from_doc(row.doc)
+    everything = ("1 = 1", [])
+    _fetch(view, _select(ITEMS, "item", group_id, everything),
+           _select(MISSIONS, "mission", group_id, everything),
+           _select(PROPOSALS, "proposal", group_id, everything))
     return view
-
-
-def load_items(group_id: str, item_ids) -> View:
-    view = View()
-    _load_items(view, group_id, work_item_id__in=list(item_ids))
-    return view
-
-
-def _load_items(view: View, group_id: str, **filters) -> None:
-    if any(not value for value in filters.values()):
-        return
-    for row in models.WorkItem.objects.filter(group_id=group_id, **filters).only("doc"):
-        item = state.item_from_doc(row.doc)
-        view.items[item.id] = item
-
-
-def _load_missions(view: View, group_id: str, **filters) -> None:
-    if any(not value for value in filters.values()):
-        return
-    for row in models.Mission.objects.filter(group_id=group_id, **filters).only("doc"):
-        mission = state.mission_from_doc(row.doc)
-        view.missions[mission.id] = mission
 
 
 def candidates(group_id: str, command: Command) -> dict:
@@ -73,31 +102,13 @@ def candidates(group_id: str, command: Command) -> dict:
     names = command.body.get("candidates") if isinstance(command.body, dict) else None
     if command.type != "work.offer" or not isinstance(names, list):
         return {}
-    names = [n for n in names if isinstance(n, str)]
-    roles = {m.principal[len("agent:"):]: frozenset(m.roles)
-             for m in Membership.objects.filter(group_id=group_id, active=True,
-                                                principal__in=[f"agent:{n}" for n in names])}
-    return {agent.id: Candidate(agent.id, roles[agent.id], agent.card)
-            for agent in Agent.objects.filter(id__in=list(roles))}
-
-
-def save(group_id: str, before: View, after: View) -> None:
-    """Write the objects `evolve` changed, one upsert per table."""
-    items = [i for key, i in after.items.items() if before.items.get(key) is not i]
-    missions = [m for key, m in after.missions.items() if before.missions.get(key) is not m]
-    proposals = [p for key, p in after.proposals.items() if before.proposals.get(key) is not p]
-    if items:
-        models.WorkItem.objects.bulk_create(
-            [item_row(group_id, i) for i in items], update_conflicts=True,
-            unique_fields=["group", "work_item_id"], update_fields=ITEM_COLUMNS)
-    if missions:
-        models.Mission.objects.bulk_create(
-            [mission_row(group_id, m) for m in missions], update_conflicts=True,
-            unique_fields=["group", "mission_id"], update_fields=MISSION_COLUMNS)
-    if proposals:
-        models.Proposal.objects.bulk_create(
-            [proposal_row(group_id, p) for p in proposals], update_conflicts=True,
-            unique_fields=["group", "proposal_id"], update_fields=["status", "doc"])
+    principals = _in("m.principal", {f"agent:{n}" for n in names if isinstance(n, str)})
+    rows = db.fetch(
+        f"SELECT a.id, a.card, m.roles FROM {Membership._meta.db_table} m "
+        f"JOIN {Agent._meta.db_table} a ON m.principal = 'agent:' || a.id "
+        f"WHERE m.group_id = %s AND m.active AND {principals[0]}", [group_id, *principals[1]])
+    return {agent_id: Candidate(agent_id, frozenset(db.from_json(roles)), db.from_json(card))
+            for agent_id, card, roles in rows}
 
 
 ITEM_COLUMNS = ["mission_id", "state", "owner", "ownership_epoch", "revision", "lease_id",
@@ -105,24 +116,50 @@ ITEM_COLUMNS = ["mission_id", "state", "owner", "ownership_epoch", "revision", "
 MISSION_COLUMNS = ["state", "title", "parent_work_item_id", "revision", "doc", "updated_at"]
 
 
-def item_row(group_id: str, item: state.WorkItem) -> models.WorkItem:
+def changes(group_id: str, before: View, after: View) -> list:
+    """The upserts that write what `evolve` changed: one statement per table."""
+    statements = []
+    items = [i for key, i in after.items.items() if before.items.get(key) is not i]
+    missions = [m for key, m in after.missions.items() if before.missions.get(key) is not m]
+    proposals = [p for key, p in after.proposals.items() if before.proposals.get(key) is not p]
+    if items:
+        statements.append(db.upsert(ITEMS, ("group_id", "work_item_id"),
+                                    ["group_id", "work_item_id", *ITEM_COLUMNS],
+                                    [item_values(group_id, i) for i in items]))
+    if missions:
+        statements.append(db.upsert(MISSIONS, ("group_id", "mission_id"),
+                                    ["group_id", "mission_id", *MISSION_COLUMNS],
+                                    [mission_values(group_id, m) for m in missions]))
+    if proposals:
+        statements.append(db.upsert(PROPOSALS, ("group_id", "proposal_id"),
+                                    ["group_id", "proposal_id", "mission_id", "status", "doc"],
+                                    [(group_id, p.id, p.mission_id, p.status,
+                                      db.to_json(state.to_doc(p))) for p in proposals]))
+    return statements
+
+
+def _time(moment):
+    return connection.ops.adapt_datetimefield_value(moment)
+
+
+def item_columns(item: state.WorkItem) -> dict:
+    """The query columns of a WorkItem row, derived from its state."""
     lease = item.live_lease
-    return models.WorkItem(
-        group_id=group_id, work_item_id=item.id, mission_id=item.mission_id, state=item.state,
-        owner=item.owner, ownership_epoch=item.ownership_epoch, revision=item.revision,
-        lease_id=lease.id if lease else None, lease_expires_at=lease.expires_at if lease else None,
-        start_by=item.start_by, blocked_until=item.blocked_until, doc=state.to_doc(item),
-        updated_at=item.updated_at)
+    return {"mission_id": item.mission_id, "state": item.state, "owner": item.owner,
+            "ownership_epoch": item.ownership_epoch, "revision": item.revision,
+            "lease_id": lease.id if lease else None,
+            "lease_expires_at": lease.expires_at if lease else None,
+            "start_by": item.start_by, "blocked_until": item.blocked_until,
+            "updated_at": item.updated_at}
 
 
-def mission_row(group_id: str, mission: state.Mission) -> models.Mission:
-    return models.Mission(
-        group_id=group_id, mission_id=mission.id, state=mission.state, title=mission.title,
-        parent_work_item_id=mission.parent_work_item_id, revision=mission.revision,
-        doc=state.to_doc(mission), updated_at=mission.updated_at)
+def item_values(group_id: str, item: state.WorkItem) -> tuple:
+    columns = {**item_columns(item), "doc": db.to_json(state.to_doc(item))}
+    return (group_id, item.id, *(
+        _time(columns[c]) if c in ("lease_expires_at", "start_by", "blocked_until", "updated_at")
+        else columns[c] for c in ITEM_COLUMNS))
 
 
-def proposal_row(group_id: str, proposal: state.Proposal) -> models.Proposal:
-    return models.Proposal(group_id=group_id, proposal_id=proposal.id,
-                           mission_id=proposal.mission_id, status=proposal.status,
-                           doc=state.to_doc(proposal))
+def mission_values(group_id: str, mission: state.Mission) -> tuple:
+    return (group_id, mission.id, mission.state, mission.title, mission.parent_work_item_id,
+            mission.revision, db.to_json(state.to_doc(mission)), _time(mission.updated_at))

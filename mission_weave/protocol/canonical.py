@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+import math
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
@@ -58,13 +59,15 @@ def signature_key_id(document: dict) -> str | None:
     return None
 
 
-def verify(document: dict, public_key: Ed25519PublicKey) -> bool:
-    """True when `document.signature` is a valid Ed25519 signature by `public_key`."""
+def verify(document: dict, public_key: Ed25519PublicKey, signed: bytes | None = None) -> bool:
+    """True when `document.signature` is a valid Ed25519 signature by `public_key`.
+    `signed` may pass signing_bytes(document) when the caller already has them."""
     signature = document.get("signature")
     if not isinstance(signature, dict) or signature.get("alg") != "Ed25519":
         return False
     try:
-        public_key.verify(b64url_decode(signature.get("sig")), signing_bytes(document))
+        public_key.verify(b64url_decode(signature.get("sig")),
+                          signed if signed is not None else signing_bytes(document))
     except (InvalidSignature, ValueError, TypeError):
         return False
     return True
@@ -91,3 +94,60 @@ def private_key_b64url(key: Ed25519PrivateKey) -> str:
     raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                             serialization.NoEncryption())
     return b64url(raw)
+
+
+# --- the JSON domain: what RFC 8785 can encode and PostgreSQL can store ------------------
+
+SAFE_INTEGER = 2**53 - 1  # RFC 8785 / I-JSON: integers beyond this have no canonical form
+MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
+
+
+def domain_problem(value, max_depth: int = MAX_DEPTH) -> tuple[str, str] | None:
+    """Where a parsed JSON value leaves the domain the server can sign, hash and store,
+    as `(path, reason)`, or None. Outside it: integers beyond ±(2**53-1), non-finite
+    numbers, text with U+0000 or lone surrogates, nesting deeper than `max_depth`.
+    Iterative, so a hostile depth cannot exhaust the stack."""
+    stack = [(value, "", 0)]
+    while stack:
+        item, path, depth = stack.pop()
+        if item is None or isinstance(item, bool):
+            continue
+        if isinstance(item, str):
+            problem = _text_problem(item)
+        elif isinstance(item, int):
+            problem = None if -SAFE_INTEGER <= item <= SAFE_INTEGER else \
+                "the integer is outside ±(2**53-1), which RFC 8785 cannot encode"
+        elif isinstance(item, float):
+            problem = None if math.isfinite(item) else "the number is not finite"
+        elif isinstance(item, (dict, list)):
+            problem = f"nested deeper than {max_depth} levels" if depth >= max_depth else None
+            if problem is None and isinstance(item, dict):
+                for key, child in item.items():
+                    child_path = f"{path}.{_printable(key)}" if path else _printable(key)
+                    key_problem = _text_problem(key)
+                    if key_problem:
+                        return child_path, f"the member name: {key_problem}"
+                    stack.append((child, child_path, depth + 1))
+            elif problem is None:
+                stack.extend((child, f"{path}[{index}]", depth + 1)
+                             for index, child in enumerate(item))
+        else:
+            problem = f"a {type(item).__name__} is not a JSON value"
+        if problem:
+            return path or "(root)", problem
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "the text contains U+0000"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "the text contains a lone surrogate, which is not Unicode text"
+    return None
+
+
+def _printable(key: str) -> str:
+    return key.replace("\x00", "\\u0000").encode("utf-8", "backslashreplace").decode("utf-8")

@@ -1,5 +1,10 @@
-"""JSON Schema checks that fail with a PROTOCOL error naming the offending path."""
+"""JSON Schema checks that fail with a PROTOCOL error naming the offending path.
 
+fastjsonschema (compiled to Python) decides on the hot path; only a document that
+fails is walked again with jsonschema, whose errors say precisely where and why.
+"""
+
+import fastjsonschema
 from jsonschema import Draft202012Validator, FormatChecker
 
 from .errors import ProtocolError
@@ -13,9 +18,36 @@ def _is_datetime(value) -> bool:
     return not isinstance(value, str) or bool(parse_time(value))
 
 
-def compile_schema(schema: dict) -> Draft202012Validator:
-    Draft202012Validator.check_schema(schema)
-    return Draft202012Validator(schema, format_checker=FORMATS)
+def _fast_datetime(value) -> bool:
+    try:
+        return _is_datetime(value)
+    except ValueError:
+        return False
+
+
+class Schema:
+    """A schema compiled twice: fast to accept, thorough to explain a refusal."""
+
+    def __init__(self, schema: dict):
+        Draft202012Validator.check_schema(schema)
+        self.explainer = Draft202012Validator(schema, format_checker=FORMATS)
+        body = {key: value for key, value in schema.items() if key not in ("$id", "$schema")}
+        self.accepts = fastjsonschema.compile(
+            {"$schema": "http://json-schema.org/draft-07/schema#", **body},
+            formats={"date-time": _fast_datetime}, use_default=False)
+
+    def errors(self, document) -> list:
+        try:
+            self.accepts(document)
+            return []
+        except fastjsonschema.JsonSchemaValueException as fast_error:
+            errors = sorted(self.explainer.iter_errors(document),
+                            key=lambda e: (len(e.path), list(map(str, e.path))))
+            return errors or [fast_error]
+
+
+def compile_schema(schema: dict) -> Schema:
+    return Schema(schema)
 
 
 def json_path(path) -> str:
@@ -25,21 +57,23 @@ def json_path(path) -> str:
     return text or "(root)"
 
 
-def check(schema: Draft202012Validator, document, code: str, what: str, prefix: str = ""):
-    """Raise `code` for the first (deepest-path-first) schema violation in `document`."""
-    errors = sorted(schema.iter_errors(document), key=lambda e: (len(e.path), list(map(str, e.path))))
+def check(schema: Schema, document, code: str, what: str, prefix: str = ""):
+    """Raise `code` for the first (shallowest-path-first) violation in `document`."""
+    errors = schema.errors(document)
     if not errors:
         return
     error = errors[0]
-    path = json_path(list(error.absolute_path))
+    path = json_path(list(getattr(error, "absolute_path", [])))
     if prefix:
-        path = prefix if path == "(root)" else f"{prefix}.{path}" if not path.startswith("[") else prefix + path
+        path = prefix if path == "(root)" else (prefix + path if path.startswith("[")
+                                                else f"{prefix}.{path}")
     raise ProtocolError(code, f"{what}: {path}: {_plain(error)}", {"path": path})
 
 
 def _plain(error) -> str:
-    if error.validator == "additionalProperties":
+    validator = getattr(error, "validator", None)
+    if validator == "additionalProperties":
         return error.message.replace("Additional properties are not allowed", "unknown member(s)")
-    if error.validator == "required":
+    if validator == "required":
         return error.message.replace("is a required property", "is required")
     return error.message

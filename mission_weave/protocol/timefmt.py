@@ -19,4 +19,7 @@ def parse_time(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("z", "Z").replace("Z", "+00:00"))
     if moment.tzinfo is None:
         raise ValueError("the timestamp must carry `Z` or an offset")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is after the last UTC moment
+        raise ValueError("the timestamp is outside the years 1 to 9999 in UTC")

@@ -1,0 +1,223 @@
+"""mw_bench (default): full WorkItem lifecycles through the real HTTP stack, beside
+the raw SQL transaction the same commands boil down to, in the same run.
+
+A lifecycle is six commands: authorize, offer, accept, start, submit, accept_result.
+All are built and signed before the clock starts (ids the server derives, such as
+the lease id, are derived here the same way), so the clients only send bytes.
+"""
+
+import json
+import queue
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import psycopg
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from django.conf import settings
+from django.utils import timezone
+
+from apps.identity import registry, sessions
+from apps.identity.principals import Principal
+from apps.ledger import pipeline
+from apps.work.commands import derive_id
+from mission_weave.protocol.canonical import public_key_b64url, sign
+from mission_weave.protocol.timefmt import format_time
+
+from .harness import Client, latency_summary, server
+
+CARD = {"version": "1", "capabilities": [{"id": "bench", "version": "1"}],
+        "maxConcurrency": 1000}
+STEPS = ("work.authorize", "work.offer", "work.accept_offer", "work.start", "work.submit",
+         "work.accept_result")
+
+
+def contract() -> dict:
+    return {
+        "schema": "mwp.work-contract/1", "goal": "Benchmark work",
+        "deliverables": [{"id": "out", "description": "the output"}],
+        "acceptanceCriteria": [{"id": "ok", "description": "it is done"}],
+        "dependencies": {"workItems": [], "policy": "all_verified"},
+        "capabilities": [{"id": "bench", "version": "1"}],
+        "deadline": "2030-01-01T00:00:00Z", "urgency": "normal", "businessImpact": "low",
+        "budgets": {"tokens": 1000},
+        "retry": {"maxAttempts": 1, "backoff": {"strategy": "fixed", "initialSeconds": 0,
+                                                "maxSeconds": 0}},
+        "risk": {"class": "low", "requiresExecutionApproval": False},
+    }
+
+
+class Agent:
+    def __init__(self, name: str, groups: list, roles: list):
+        self.name, self.key = name, Ed25519PrivateKey.generate()
+        self.key_id = registry.register_agent(name, public_key_b64url(self.key), CARD).key_id
+        for group in groups:
+            registry.add_member(group, f"agent:{name}", roles)
+        request = {"agentId": name, "keyId": self.key_id, "nonce": uuid.uuid4().hex,
+                   "issuedAt": format_time(timezone.now())}
+        opened = sessions.open_session(sign(request, self.key, self.key_id), timezone.now())
+        self.token, self.session_epoch = opened["token"], opened["sessionEpoch"]
+
+    def command(self, group_id: str, type_: str, body: dict, **fields) -> tuple[str, bytes]:
+        envelope = {"id": f"b-{uuid.uuid4().hex}", "type": type_, "groupId": group_id,
+                    "actor": f"agent:{self.name}", "issuedAt": format_time(timezone.now()),
+                    "sessionEpoch": self.session_epoch, "membershipEpoch": 1, "body": body,
+                    **fields}
+        return envelope["id"], json.dumps(sign(envelope, self.key, self.key_id)).encode()
+
+
+def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
+    groups = [registry.create_group(f"bench-{run}-{i}")[0] for i in range(group_count)]
+    coordinator = Agent(f"bc-{run}", groups, ["coordinator"])
+    workers = [Agent(f"bw-{run}-{t}", groups, ["worker"]) for t in range(clients)]
+    for group in groups:
+        _id, body = coordinator.command(group.id, "mission.create", {
+            "missionId": "m", "title": "bench", "ownerId": "user:bench",
+            "coordinatorId": f"agent:{coordinator.name}"})
+        answer = pipeline.submit(group.id, json.loads(body),
+                                 Principal(f"agent:{coordinator.name}", coordinator.session_epoch))
+        assert answer.status == 200, answer.body
+    expires = format_time(timezone.now() + timedelta(hours=1))
+    plans = [[] for _ in range(clients)]
+    for k in range(lifecycles):
+        thread, group = k % clients, groups[k % group_count]
+        worker, item = workers[thread], f"wi-{k}"
+        steps = [
+            (coordinator, "work.authorize", {"workItemId": item, "missionId": "m",
+                                             "contract": contract()}, {}),
+            (coordinator, "work.offer", {"candidates": [worker.name], "mode": "sequential",
+                                         "expiresAt": expires}, {"workItemId": item}),
+            (worker, "work.accept_offer", {"contractRevision": 1}, {"workItemId": item}),
+            (worker, "work.start", {}, {"workItemId": item, "ownershipEpoch": 1}),
+        ]
+        lifecycle = []
+        for agent, type_, body, fields in steps:
+            command_id, payload = agent.command(group.id, type_, body, **fields)
+            lifecycle.append((type_, group.id, agent.token, payload))
+        lease = derive_id("lease", command_id)  # the id the server derives for work.start
+        evidence = [{"id": "e", "subject": "out", "criteria": ["ok"], "method": "bench",
+                     "result": "pass", "producer": f"agent:{worker.name}",
+                     "timestamp": expires, "artifacts": []}]
+        for agent, type_, body, fields in (
+                (worker, "work.submit", {"contractRevision": 1, "evidence": evidence},
+                 {"workItemId": item, "ownershipEpoch": 1, "leaseId": lease}),
+                (coordinator, "work.accept_result", {}, {"workItemId": item})):
+            _id, payload = agent.command(group.id, type_, body, **fields)
+            lifecycle.append((type_, group.id, agent.token, payload))
+        plans[thread].append(lifecycle)
+    return {"plans": plans, "groups": [g.id for g in groups]}
+
+
+def run_http(port: int, plans: list) -> dict:
+    samples = {step: [] for step in STEPS}
+    failures = []
+    barrier = threading.Barrier(len(plans) + 1)
+
+    def client(plan):
+        http = Client(port)
+        barrier.wait()
+        for lifecycle in plan:
+            for type_, group_id, token, payload in lifecycle:
+                started = time.perf_counter()
+                status, answer = http.post(f"/api/v1/groups/{group_id}/commands", payload, token)
+                samples[type_].append(time.perf_counter() - started)
+                if status != 200:
+                    failures.append(answer)
+        http.close()
+
+    threads = [threading.Thread(target=client, args=(plan,)) for plan in plans]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    commands = sum(len(v) for v in samples.values())
+    return {"commands": commands, "seconds": round(elapsed, 3),
+            "commandsPerSecond": round(commands / elapsed, 1), "failures": len(failures),
+            "firstFailure": failures[0] if failures else None,
+            "latency": latency_summary(samples)}
+
+
+RAW_SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS mw_bench_raw;
+DROP TABLE IF EXISTS mw_bench_raw.event, mw_bench_raw.item, mw_bench_raw.grp;
+CREATE TABLE mw_bench_raw.grp (id text PRIMARY KEY, head_sequence bigint NOT NULL,
+                               head_hash text NOT NULL);
+CREATE TABLE mw_bench_raw.event (id bigserial PRIMARY KEY, group_id text NOT NULL,
+    sequence bigint NOT NULL, type text NOT NULL, data jsonb NOT NULL, hash text NOT NULL,
+    UNIQUE (group_id, sequence));
+CREATE TABLE mw_bench_raw.item (group_id text NOT NULL, item_id text NOT NULL,
+    state text NOT NULL, doc jsonb NOT NULL, PRIMARY KEY (group_id, item_id));
+"""
+
+
+def run_raw(plans: list, group_ids: list) -> dict:
+    """The raw command transaction with psycopg: lock the Group row, insert the event,
+    update the head and one projection row, commit — for the same commands."""
+    url = settings.DATABASES["default"]
+    dsn = (f"host={url['HOST'] or '127.0.0.1'} port={url['PORT'] or 5432} "
+           f"dbname={url['NAME']} user={url['USER']}")
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute(RAW_SCHEMA)
+        with connection.cursor() as cursor:
+            cursor.executemany("INSERT INTO mw_bench_raw.grp VALUES (%s, 0, '')",
+                               [(g,) for g in group_ids])
+    barrier = threading.Barrier(len(plans) + 1)
+    document = json.dumps(contract())
+    counts = []
+
+    def client(plan):
+        done = 0
+        with psycopg.connect(dsn) as connection:
+            barrier.wait()
+            for k, lifecycle in enumerate(plan):
+                for type_, group_id, _token, payload in lifecycle:
+                    with connection.transaction():
+                        head = connection.execute(
+                            "SELECT head_sequence FROM mw_bench_raw.grp WHERE id = %s "
+                            "FOR UPDATE", (group_id,)).fetchone()[0] + 1
+                        connection.execute(
+                            "INSERT INTO mw_bench_raw.event (group_id, sequence, type, data, hash)"
+                            " VALUES (%s, %s, %s, %s, %s)",
+                            (group_id, head, type_, payload.decode(), "sha256:x"))
+                        connection.execute(
+                            "UPDATE mw_bench_raw.grp SET head_sequence = %s, head_hash = %s "
+                            "WHERE id = %s", (head, "sha256:x", group_id))
+                        connection.execute(
+                            "INSERT INTO mw_bench_raw.item VALUES (%s, %s, %s, %s) "
+                            "ON CONFLICT (group_id, item_id) DO UPDATE "
+                            "SET state = excluded.state, doc = excluded.doc",
+                            (group_id, f"{id(plan)}-{k}", type_, document))
+                    done += 1
+        counts.append(done)
+
+    threads = [threading.Thread(target=client, args=(plan,)) for plan in plans]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    elapsed = time.perf_counter() - started
+    with psycopg.connect(dsn, autocommit=True) as connection:
+        connection.execute("DROP SCHEMA mw_bench_raw CASCADE")
+    return {"transactions": sum(counts), "seconds": round(elapsed, 3),
+            "transactionsPerSecond": round(sum(counts) / elapsed, 1)}
+
+
+def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int,
+             report) -> dict:
+    run = uuid.uuid4().hex[:8]
+    report(f"[{name}] preparing {lifecycles} lifecycles over {groups} Group(s)...")
+    prepared = prepare(run, groups, lifecycles, clients)
+    report(f"[{name}] raw SQL baseline, {clients} clients...")
+    raw = run_raw(prepared["plans"], prepared["groups"])
+    report(f"[{name}] HTTP through daphne × {workers}, {clients} clients...")
+    with server(workers) as port:
+        api = run_http(port, prepared["plans"])
+    ratio = api["commandsPerSecond"] / raw["transactionsPerSecond"]
+    return {"scenario": name, "groups": groups, "clients": clients, "webWorkers": workers,
+            "api": api, "raw": raw, "ratio": round(ratio, 3)}

@@ -1,0 +1,26 @@
+import json
+
+from django.core.management.base import CommandError
+
+from apps.ledger.models import Event, Group
+from apps.ledger.operator import OperatorCommand
+from apps.ledger.verify import verify_group
+
+
+class Command(OperatorCommand):
+    help = ("Recompute the Group's hash chain and rebuild every projection from its log "
+            "in memory; compare with the live tables. Exits non-zero on any difference.")
+
+    def add_arguments(self, parser):
+        parser.add_argument("group_id")
+
+    def run(self, group_id, **options):
+        if not Group.objects.filter(id=group_id).exists():
+            raise CommandError(f"NOT_FOUND: no Group {group_id}")
+        problems = verify_group(group_id)
+        result = {"groupId": group_id, "events": Event.objects.filter(group_id=group_id).count(),
+                  "ok": not problems, "problems": problems}
+        if problems:
+            self.stdout.write(json.dumps(result))
+            raise CommandError(f"{len(problems)} problem(s) in Group {group_id}")
+        return result

@@ -1,0 +1,67 @@
+"""Serve the ASGI app with several daphne processes on one listening socket.
+
+Django runs sync views on one thread per process, so HTTP throughput grows with
+processes, not threads. The parent binds the socket once and each daphne child
+accepts from it (`--fd`); the parent stops them all on SIGINT/SIGTERM.
+
+    python -m mission_weave.serve --workers 2 --host 127.0.0.1 --port 8000 [daphne options]
+
+Options it does not know (e.g. --proxy-headers) are passed on to each daphne.
+"""
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workers", type=int, default=int(os.getenv("MW_WEB_WORKERS", "1")))
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=int(os.getenv("PORT", "8000")))
+    parser.add_argument("--app", default="mission_weave.asgi:application")
+    parser.add_argument("--access-log", action="store_true")
+    args, daphne_options = parser.parse_known_args(argv)
+
+    sock = listening_socket(args.host, args.port)
+    command = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *daphne_options]
+    if not args.access_log:
+        command += ["-v", "0"]
+    command.append(args.app)
+    children = [subprocess.Popen(command, pass_fds=[sock.fileno()])
+                for _ in range(max(1, args.workers))]
+
+    def stop(signum, frame):
+        for child in children:
+            if child.poll() is None:
+                child.terminate()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    # The first child to exit takes the others down: a half-alive server is worse.
+    exit_code = 0
+    try:
+        os.wait()
+    except ChildProcessError:
+        pass
+    stop(None, None)
+    for child in children:
+        exit_code = child.wait() or exit_code
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
