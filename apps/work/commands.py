@@ -277,6 +277,10 @@ def mission_create(view, command, context):
 def mission_create_child(view, command, context):
     item = _item(view, command)
     parent = _active_mission(view, item.mission_id)
+    if item.child_mission_id:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"WorkItem {item.id} already waits on child Mission "
+                            f"{item.child_mission_id}", {"childMissionId": item.child_mission_id})
     body = command.body
     child_id = _new_id(view.missions, command, body.get("childMissionId"), "msn", "Mission")
     return _release(item, context, "child Mission created") + [_draft(item, "mission.child_created", {
@@ -697,6 +701,9 @@ def work_cancel(view, command, context):
 
 def work_request_preemption(view, command, context):
     item = _item(view, command)
+    if not fencing.owner_is_live(item, context.now):
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"WorkItem {item.id} has no live lease to preempt")
     return [_draft(item, "work.preemption_requested", {
         "leaseId": item.lease.id, "agentId": item.lease.agent_id,
         "reason": command.body.get("reason")})]

@@ -3,6 +3,7 @@
 from datetime import datetime
 
 from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import format_time
 
 from .state import ACTIVE, BLOCKED, QUEUED, WorkItem
 
@@ -56,7 +57,7 @@ def check_lease(item: WorkItem, agent_id: str, lease_id, ownership_epoch, sessio
                             {"closeReason": lease.close_reason})
     if now >= lease.expires_at:
         raise ProtocolError("LEASE_EXPIRED", f"lease {lease_id} expired; renew before expiry",
-                            {"expiredAt": lease.expires_at.isoformat()})
+                            {"expiredAt": format_time(lease.expires_at)})
     if lease.session_epoch != session_epoch:
         raise ProtocolError(
             "STALE_LEASE",

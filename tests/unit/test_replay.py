@@ -1,0 +1,290 @@
+"""Random command sequences through decide + evolve on an in-memory View, with the
+invariants of §10.2/§11.3 checked after every step (hypothesis)."""
+
+import json
+from datetime import timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from apps.work import commands, lifecycle, state
+from apps.work.state import Event
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import format_time
+from tests.unit import builders
+from tests.unit.builders import COORDINATOR, HUMAN, MISSION_ID, T0, contract, evidence, progress
+
+WORKERS = ("w1", "w2", "w3")
+ITEMS = ("wi_a", "wi_b", "wi_c")  # wi_b depends on wi_a; wi_c needs execution approval
+ROLES = {COORDINATOR: {"coordinator"}, HUMAN: {"owner"},
+         **{f"agent:{w}": {"worker"} for w in WORKERS}}
+
+
+class World:
+    """The Group as the shell would hold it: the View, the time and the agents' sessions."""
+
+    def __init__(self):
+        self.view = state.View()
+        self.now = T0
+        self.sessions = {w: 1 for w in WORKERS}
+        self.counter = 0
+        self.log = []  # every Event appended, in order
+
+    def command(self, command_type, body, actor, item=None, **fields) -> commands.Command:
+        self.counter += 1
+        values = dict(id=f"cmd-{self.counter}", type=command_type, actor=actor, body=body,
+                      roles=frozenset(ROLES[actor]))
+        if item is not None:
+            values.update(work_item_id=item.id, ownership_epoch=item.ownership_epoch,
+                          lease_id=item.lease.id if item.lease else None)
+        if actor.startswith("agent:w"):
+            values["session_epoch"] = self.sessions[actor[len("agent:"):]]
+        values.update(fields)
+        return commands.Command(**values)
+
+    def append(self, drafts) -> None:
+        for draft in drafts:
+            event = Event(draft.type, draft.data, self.now, draft.mission_id, draft.work_item_id)
+            self.log.append(event)
+            state.evolve(self.view, event)
+
+    def decide(self, command) -> None:
+        self.append(commands.decide(self.view, command, commands.Context(
+            now=self.now, candidates=builders.CANDIDATES)))
+
+
+def setup_world() -> World:
+    world = World()
+    world.decide(world.command("mission.create", {
+        "missionId": MISSION_ID, "title": "Quarterly report", "ownerId": HUMAN,
+        "coordinatorId": COORDINATOR}, COORDINATOR))
+    for item_id, extra in (
+            ("wi_a", {}),
+            ("wi_b", {"dependencies": {"workItems": ["wi_a"], "policy": "all_verified"}}),
+            ("wi_c", {"risk": {"class": "high", "requiresExecutionApproval": True}})):
+        world.decide(world.command("work.authorize", {
+            "workItemId": item_id, "missionId": MISSION_ID, "contract": contract(**extra)},
+            COORDINATOR))
+    return world
+
+
+# --- one builder per action: (world, item, worker, variant) -> Command or drafts ----------
+# `variant` is "right" (the agent the item expects: its owner, else its first live offer),
+# "other" (the drawn worker, whoever it is) or "stale" (the right agent, delayed: the
+# previous ownership epoch and a lease id of the past).
+
+def _agent_for(world, item, worker, variant) -> str:
+    offered = [o.agent_id for o in item.live_offers(world.now)]
+    expected = item.owner or (offered[0] if offered else worker)
+    return worker if variant == "other" else expected
+
+
+def _worker_cmd(command_type, body_of):
+    def build(world, item, worker, variant):
+        agent = _agent_for(world, item, worker, variant)
+        stale = {"ownership_epoch": item.ownership_epoch - 1, "lease_id": "lease_old"}
+        return world.command(command_type, body_of(world, item), f"agent:{agent}", item,
+                             **(stale if variant == "stale" else {}))
+    return build
+
+
+def _coordinator_cmd(command_type, body_of):
+    def build(world, item, worker, variant):
+        return world.command(command_type, body_of(world, item), COORDINATOR, item)
+    return build
+
+
+def _offer_body(mode):
+    def body(world, item):
+        return {"candidates": list(WORKERS), "mode": mode,
+                "expiresAt": format_time(world.now + timedelta(seconds=900))}
+    return body
+
+
+def _revision(world, item):
+    return {"contractRevision": item.contract_revision}
+
+
+def _submit_body(world, item):
+    return {"contractRevision": item.contract_revision,
+            "evidence": [evidence(item.criteria_ids)]}
+
+
+def _resolve_body(world, item):
+    return {"kind": "resolution", "resolves": (item.open_ambiguities or ("none",))[0],
+            "text": "resolved"}
+
+
+def _grant(world, item, worker, variant):
+    return world.command("approval.grant_execution", {}, HUMAN, item)
+
+
+def _child_mission_command(command_type):
+    def build(world, item, worker, variant):
+        child = item.child_mission_id or "msn_none"
+        actor = HUMAN if command_type == "mission.approve" else COORDINATOR
+        return world.command(command_type, {"missionId": child}, actor)
+    return build
+
+
+def _new_session(world, item, worker, variant):
+    """Opening a replacement session revokes the agent's leases (§11.3)."""
+    world.sessions[worker] += 1
+    return commands.revoke_for_session(world.view, worker, world.now, commands.Policy())
+
+
+def _sweep(world, item, worker, variant):
+    """What the sweeper appends as `system` (PROTOCOL §2): an expired lease, an owner that
+    missed its start-by deadline or outlived its blocked lease."""
+    drafts = []
+    if item.state == state.ACTIVE and item.live_lease and world.now >= item.lease.expires_at:
+        drafts.append(commands.Draft("lease.expired", {"leaseId": item.lease.id,
+                                                       "reason": "timeout"},
+                                     item.mission_id, item.id))
+    deadline = {state.QUEUED: item.start_by, state.BLOCKED: item.blocked_until}.get(item.state)
+    if item.owner and deadline is not None and world.now >= deadline:
+        drafts.append(commands.Draft("work.ownership_expired", {
+            "agentId": item.owner, "ownershipEpoch": item.ownership_epoch, "reason": "sweep"},
+            item.mission_id, item.id))
+    return drafts
+
+
+ACTIONS = {
+    "offer_sequential": _coordinator_cmd("work.offer", _offer_body("sequential")),
+    "offer_urgent": _coordinator_cmd("work.offer", _offer_body("urgent")),
+    "accept": _worker_cmd("work.accept_offer", _revision),
+    "decline": _worker_cmd("work.decline_offer", lambda w, i: {"reason": "capacity"}),
+    "grant": _grant,
+    "start": _worker_cmd("work.start", lambda w, i: {}),
+    "renew": _worker_cmd("lease.renew", lambda w, i: {"leaseSeconds": 200}),
+    "progress": _worker_cmd("work.progress", lambda w, i: progress()),
+    "checkpoint": _worker_cmd("work.checkpoint", lambda w, i: {"progress": progress()}),
+    "block": _worker_cmd("work.block", lambda w, i: {
+        "checkpoint": progress(), "requiredResolution": "input", "blockedLeaseSeconds": 500}),
+    "submit": _worker_cmd("work.submit", _submit_body),
+    "worker_fail": _worker_cmd("work.fail", lambda w, i: {"evidence": [evidence(["ac1"])]}),
+    "ambiguity": _worker_cmd("conversation.post", lambda w, i: {"kind": "ambiguity",
+                                                               "text": "which quarter?"}),
+    "resolve": _coordinator_cmd("conversation.post", _resolve_body),
+    "unblock": _coordinator_cmd("work.unblock", lambda w, i: {"resolution": "done"}),
+    "accept_result": _coordinator_cmd("work.accept_result", lambda w, i: {}),
+    "fail": _coordinator_cmd("work.fail", lambda w, i: {"evidence": [evidence(["ac1"])]}),
+    "cancel": _coordinator_cmd("work.cancel", lambda w, i: {}),
+    "revise": _coordinator_cmd("work.revise_contract", lambda w, i: {
+        "contract": {**i.contract, "goal": f"revised {i.contract_revision}",
+                     "revision": i.contract_revision + 1}}),
+    "preempt": _coordinator_cmd("work.request_preemption", lambda w, i: {}),
+    "create_child_block": _coordinator_cmd("mission.create_child", lambda w, i: {
+        "title": "sub-work", "childFailurePolicy": "block"}),
+    "create_child_fail": _coordinator_cmd("mission.create_child", lambda w, i: {
+        "title": "sub-work", "childFailurePolicy": "fail"}),
+    "approve_child": _child_mission_command("mission.approve"),
+    "fail_child": _child_mission_command("mission.fail"),
+    "new_session": _new_session,
+    "sweep": _sweep,
+}
+
+# Most steps are guided: an action that makes sense for the item's state (it may still be
+# refused: expired offers and leases, stale variants, unmet dependencies, ...). The rest
+# are any action at all, which the §10.2 table must refuse or handle.
+GUIDED = {
+    state.OPEN: ["offer_sequential", "offer_urgent", "offer_urgent", "revise"],
+    state.OFFERED: ["accept", "accept", "decline", "ambiguity", "offer_urgent", "revise"],
+    state.QUEUED: ["start", "start", "grant", "accept", "sweep", "offer_sequential"],
+    state.ACTIVE: ["renew", "progress", "checkpoint", "block", "submit", "submit",
+                   "worker_fail", "preempt", "sweep", "offer_urgent"],
+    state.BLOCKED: ["unblock", "unblock", "sweep", "offer_sequential", "approve_child",
+                    "fail_child"],
+    state.SUBMITTED: ["accept_result", "accept_result", "fail", "cancel"],
+    state.VERIFIED: ["ambiguity"],
+    state.FAILED: ["offer_sequential", "revise"],
+    state.CANCELLED: ["ambiguity"],
+}
+ANY = sorted(ACTIONS)
+assert set(GUIDED) == set(lifecycle.STATES) - {lifecycle.NONE, lifecycle.PROPOSAL}
+assert {a for actions in GUIDED.values() for a in actions} <= set(ACTIONS)
+
+STEPS = st.lists(st.tuples(st.integers(0, 999), st.sampled_from([True, True, True, False]),
+                           st.sampled_from(ITEMS), st.sampled_from(WORKERS),
+                           st.sampled_from([0, 10, 60, 200, 700]),
+                           st.sampled_from(["right", "right", "right", "other", "stale"])),
+                 min_size=20, max_size=60)
+
+
+def pick(choice: int, guided: bool, item) -> str:
+    actions = GUIDED[item.state] if guided else ANY
+    return actions[choice % len(actions)]
+
+
+# --- invariants ----------------------------------------------------------------------------------
+
+def check_invariants(view, leases_seen: dict, epochs: dict) -> None:
+    for item in view.items.values():
+        assert item.state in lifecycle.STATES
+        if item.lease is not None:
+            leases_seen.setdefault(item.id, {})[item.lease.id] = item.lease
+        open_leases = [lease for lease in leases_seen.get(item.id, {}).values() if lease.is_open]
+        assert len(open_leases) <= 1, f"{item.id} has open leases {open_leases}"
+        assert item.live_lease is None or item.state == state.ACTIVE
+        if item.state == state.ACTIVE:
+            assert item.lease is not None
+            assert item.lease.is_open or item.lease.close_reason == "expired"
+        if item.live_lease is not None:  # an open lease belongs to the current ownership
+            assert (item.live_lease.agent_id, item.live_lease.ownership_epoch) == (
+                item.owner, item.ownership_epoch)
+        if item.state in (state.OPEN, state.OFFERED, state.FAILED, state.CANCELLED):
+            assert item.owner is None, f"{item.id} is {item.state} but owned by {item.owner}"
+        child = view.missions.get(item.child_mission_id)
+        if child is not None and child.state == state.MISSION_ACTIVE:
+            # "Ownership is fenced while the linked child Mission runs" (§10.2).
+            assert item.state == state.BLOCKED, f"{item.id} is {item.state} while {child.id} runs"
+        assert item.ownership_epoch >= epochs.get(item.id, 0)
+        epochs[item.id] = item.ownership_epoch
+        assert state.item_from_doc(json.loads(json.dumps(state.to_doc(item)))) == item
+    for mission in view.missions.values():
+        assert state.mission_from_doc(json.loads(json.dumps(state.to_doc(mission)))) == mission
+
+
+@settings(max_examples=100, deadline=None)
+@given(STEPS)
+def test_random_command_sequences_keep_the_invariants(steps):
+    world = setup_world()
+    leases_seen, epochs = {}, {}
+    check_invariants(world.view, leases_seen, epochs)
+    for choice, guided, item_id, worker, advance, variant in steps:
+        world.now += timedelta(seconds=advance)
+        before = world.view.copy()
+        item = world.view.items[item_id]
+        outcome = ACTIONS[pick(choice, guided, item)](world, item, worker, variant)
+        try:
+            drafts = (outcome if isinstance(outcome, list) else
+                      commands.decide(world.view, outcome, commands.Context(
+                          now=world.now, candidates=builders.CANDIDATES)))
+        except ProtocolError:
+            assert world.view.items == before.items  # a rejection changes nothing
+            assert world.view.missions == before.missions
+            continue
+        world.append(drafts)
+        check_invariants(world.view, leases_seen, epochs)
+    # Replay equals projection: the log alone rebuilds the same state (what mw_verify checks).
+    replayed = state.View()
+    for event in world.log:
+        state.evolve(replayed, event)
+    assert replayed.items == world.view.items
+    assert replayed.missions == world.view.missions
+
+
+def test_a_scripted_run_reaches_verified_through_the_same_machinery():
+    """The happy path, so the random test is known to be able to get deep."""
+    world = setup_world()
+    script = ["offer_sequential", "accept", "start", "renew", "checkpoint", "start", "submit",
+              "accept_result"]
+    for action in script:
+        world.now += timedelta(seconds=30)
+        world.decide(ACTIONS[action](world, world.view.items["wi_a"], "w1", "right"))
+
+    item = world.view.items["wi_a"]
+    assert item.state == state.VERIFIED
+    assert item.ownership_epoch == 1
+    assert item.lease_count == 2
+    assert item.attempts == 2
