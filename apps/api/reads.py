@@ -1,8 +1,7 @@
 """The wire shapes of projected state (PROTOCOL §2 "Reads")."""
 
-from mission_weave.protocol.timefmt import format_time
-
 from apps.work import state
+from mission_weave.protocol.timefmt import format_time
 
 
 def _time(moment):

@@ -11,7 +11,7 @@ from rest_framework.views import APIView
 
 from apps.identity import principals, sessions
 from apps.ledger import authority, pipeline
-from apps.ledger.models import CommandRecord, Event
+from apps.ledger.models import CommandRecord, Event, Group
 from apps.work import models as work_models
 from apps.work import state
 from mission_weave.protocol.canonical import domain_problem
@@ -84,8 +84,7 @@ class EventsView(APIView):
         after = _int_param(request, "after", 0, minimum=0)
         limit = _int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
         rows = Event.objects.filter(group_id=group_id, sequence__gt=after).order_by("sequence")
-        head = (Event.objects.filter(group_id=group_id).order_by("-sequence")
-                .values_list("sequence", flat=True).first() or 0)
+        head = Group.objects.filter(id=group_id).values_list("head_sequence", flat=True)[0]
         return JsonResponse({"events": [pipeline.event_document(r) for r in rows[:limit]],
                              "headSequence": head})
 

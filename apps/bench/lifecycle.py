@@ -7,7 +7,6 @@ the lease id, are derived here the same way), so the clients only send bytes.
 """
 
 import json
-import queue
 import threading
 import time
 import uuid

@@ -4,11 +4,10 @@ The mw_* management commands and the demo call these; so do the tests."""
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
+from apps.ledger.models import Group
 from mission_weave.protocol.canonical import public_key_from_b64url
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema
-
-from apps.ledger.models import Group
 
 from .models import Agent, AgentKey, Membership
 

@@ -17,14 +17,13 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from mission_weave.protocol.canonical import sha256_hex, signature_key_id
-from mission_weave.protocol.errors import ProtocolError
-from mission_weave.protocol.timefmt import format_time
-
 from apps.identity import principals
 from apps.identity.principals import Principal
 from apps.work import commands, state, store
 from apps.work.commands import Context, Policy
+from mission_weave.protocol.canonical import sha256_hex, signature_key_id
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import format_time
 
 from . import chain, db, publish
 from . import envelope as envelopes

@@ -1,10 +1,9 @@
 """mw_verify: the hash chain holds, and replaying the log through `evolve` gives
 exactly the live projections (DESIGN.md: the log is the truth)."""
 
-from mission_weave.protocol.timefmt import parse_time
-
 from apps.work import models as work_models
 from apps.work import state, store
+from mission_weave.protocol.timefmt import parse_time
 
 from . import chain
 from .models import Event, Group

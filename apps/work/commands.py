@@ -15,8 +15,18 @@ from mission_weave.protocol.timefmt import format_time, parse_time
 
 from . import dag, fencing, lifecycle
 from .schemas import check_body, check_contract
-from .state import (ACTIVE, BLOCKED, CANCELLED, MISSION_ACTIVE, OFFERED, QUEUED, UNFINISHED,
-                    VERIFIED, Mission, View, WorkItem)
+from .state import (
+    ACTIVE,
+    BLOCKED,
+    CANCELLED,
+    MISSION_ACTIVE,
+    QUEUED,
+    UNFINISHED,
+    VERIFIED,
+    Mission,
+    View,
+    WorkItem,
+)
 
 HUMAN_ONLY = frozenset({"approval.grant_execution", "mission.approve"})
 ANY_ROLE = frozenset({"coordinator", "worker", "reviewer", "owner", "observer"})

@@ -9,8 +9,7 @@ from dataclasses import dataclass
 
 from mission_weave.protocol.errors import ProtocolError
 
-from .state import (ACTIVE, BLOCKED, CANCELLED, FAILED, OFFERED, OPEN, QUEUED, SUBMITTED,
-                    VERIFIED)
+from .state import ACTIVE, BLOCKED, CANCELLED, FAILED, OFFERED, OPEN, QUEUED, SUBMITTED, VERIFIED
 
 NONE = "none"  # no WorkItem exists yet
 PROPOSAL = "proposal"  # an open Work Proposal
