@@ -1,6 +1,8 @@
-"""ASGI entry point: HTTP through Django, WebSockets through Channels.
+"""ASGI entry point: HTTP through Django (run WSGI-style, see mission_weave/http.py),
+WebSockets through Channels.
 
-Serve with `daphne mission_weave.asgi:application`.
+Serve with `python -m mission_weave.serve` (several daphne processes) or
+`daphne mission_weave.asgi:application`.
 """
 
 import asyncio
@@ -8,27 +10,28 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mission_weave.settings")
 
-from django.core.asgi import get_asgi_application  # noqa: E402
+import django  # noqa: E402
 
 # Set Django up before anything below imports models.
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from apps.ledger import publish  # noqa: E402
+from mission_weave.http import PooledSyncASGIHandler  # noqa: E402
 from mission_weave.routing import websocket_urlpatterns  # noqa: E402
 
+http_app = PooledSyncASGIHandler()
 if settings.MW_SERVE_STATIC:
     from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
 
-    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
-
-from apps.ledger import publish  # noqa: E402
+    http_app = ASGIStaticFilesHandler(http_app)
 
 router = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        "http": http_app,
         "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )

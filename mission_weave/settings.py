@@ -186,6 +186,10 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # the try-out and small deployments; put a CDN or proxy in front for heavy traffic.
 MW_SERVE_STATIC = envbool("MW_SERVE_STATIC", DEBUG)
 
+# Threads per web process that run requests (mission_weave/http.py). Requests wait on
+# PostgreSQL, not on Python, for part of their time; a few threads overlap that.
+MW_HTTP_THREADS = envint("MW_HTTP_THREADS", 8)
+
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("MW_MAX_BODY_BYTES", 1_048_576)
 
 REST_FRAMEWORK = {

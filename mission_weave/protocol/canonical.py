@@ -2,6 +2,7 @@
 
 import base64
 import hashlib
+import json
 import math
 
 import rfc8785
@@ -13,8 +14,27 @@ ZERO_HASH = "sha256:" + "0" * 64
 
 
 def canonical(value) -> bytes:
-    """The RFC 8785 (JCS) form of a JSON value, as UTF-8 bytes."""
+    """The RFC 8785 (JCS) form of a JSON value, as UTF-8 bytes.
+
+    For documents without floats and with ASCII member names, JCS and Python's
+    sorted compact json.dumps write the same bytes (same escapes, lowercase \\u00xx,
+    raw UTF-8 otherwise); that C-speed path is several times faster than the rfc8785
+    package, which handles everything else (floats, non-ASCII names sorted by UTF-16).
+    tests/unit/test_canonical.py checks the two agree."""
+    if _plain(value):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
+                          allow_nan=False).encode()
     return rfc8785.dumps(value)
+
+
+def _plain(value) -> bool:
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and k.isascii() and _plain(v) for k, v in value.items())
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return True
+    return isinstance(value, int) and -(2**53) < value < 2**53
 
 
 def sha256_hex(data: bytes) -> str:
