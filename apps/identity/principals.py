@@ -111,11 +111,16 @@ def check_envelope_identity(envelope: dict, principal: Principal, member: Member
                             f"principal {principal.id}")
     if not principal.is_agent:
         return
+    _verify(envelope, member.public_key, signature_key_id(envelope), signed)
+    check_current(envelope, principal, now)
+
+
+def check_current(envelope: dict, principal: Principal, now: datetime) -> None:
+    """A new decision needs a command from the current session, issued just now."""
     if envelope.get("sessionEpoch") != principal.session_epoch:
         raise ProtocolError("STALE_SESSION", f"sessionEpoch must be the current session's "
                             f"{principal.session_epoch}", {"sessionEpoch": principal.session_epoch})
     check_fresh(envelope["issuedAt"], now)
-    _verify(envelope, member.public_key, signature_key_id(envelope), signed)
 
 
 def check_membership_epoch(member: Member, epoch) -> None:

@@ -53,10 +53,18 @@ def submit(group_id: str, envelope, principal: Principal, now: datetime | None =
     now = now or timezone.now()
     signed = envelopes.check_envelope(envelope, group_id)
     member = principals.membership(group_id, principal, signature_key_id(envelope))
-    principals.check_envelope_identity(envelope, principal, member, signed, now)
+    fingerprint = sha256_hex(signed)  # what the signature covers is the command's content
+    try:
+        principals.check_envelope_identity(envelope, principal, member, signed, now)
+    except ProtocolError as error:
+        # A signed retry from an earlier session, or sent late, still gets the answer
+        # its command id was given; only a new decision needs a current session.
+        prior = _prior(group_id, envelope["id"]) if error.code in STALE else None
+        if prior is None:
+            raise
+        return _repeat(prior, fingerprint)
     principals.check_membership_epoch(member, envelope["membershipEpoch"])
     command = envelopes.to_command(envelope, member.roles)
-    fingerprint = sha256_hex(signed)  # what the signature covers is the command's content
 
     try:
         with transaction.atomic():
@@ -81,11 +89,18 @@ def submit(group_id: str, envelope, principal: Principal, now: datetime | None =
     except IntegrityError:
         # The command id was answered before (or just now, by a racing twin): the
         # unique constraint rolled this attempt back whole, so answer as we did then.
-        prior = CommandRecord.objects.filter(group_id=group_id, command_id=command.id).first()
+        prior = _prior(group_id, command.id)
         if prior is None:
             raise
         return _repeat(prior, fingerprint)
     return answer
+
+
+STALE = frozenset({"STALE_SESSION", "CLOCK_SKEW"})
+
+
+def _prior(group_id: str, command_id: str) -> CommandRecord | None:
+    return CommandRecord.objects.filter(group_id=group_id, command_id=command_id).first()
 
 
 def submit_system(group_id: str, decide_system, now: datetime, load) -> list:
@@ -115,7 +130,9 @@ RECORD_COLUMNS = ["group_id", "command_id", "content_hash", "type", "actor", "wo
 def _lock(group_id: str) -> tuple[int, str]:
     """Take the Group's row lock for this transaction: every command of one Group is
     decided in turn, which gives gapless sequences and first-acceptance-wins."""
-    lock = " FOR UPDATE" if db.is_postgres() else ""  # SQLite: BEGIN IMMEDIATE locks
+    # NO KEY UPDATE serializes commands as well and lets inserts that merely point at
+    # the Group (memberships) proceed. SQLite: BEGIN IMMEDIATE already locks.
+    lock = " FOR NO KEY UPDATE" if db.is_postgres() else ""
     rows = db.fetch(f"SELECT head_sequence, head_hash FROM {GROUPS} WHERE id = %s{lock}",
                     [group_id])
     if not rows:  # membership was checked first, so only a race gets here

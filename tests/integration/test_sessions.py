@@ -232,3 +232,40 @@ def test_a_session_without_leases_appends_nothing(s):
     reopen(s.w1)
     reopen(s.w2)
     assert s.world.head == heads
+
+
+def test_a_retry_from_the_previous_session_gets_its_original_answer(s):
+    item_id = s.authorize()
+    envelope = s.c.envelope("work.cancel", {"reason": "scope changed"}, workItemId=item_id)
+    first = s.c.post(envelope)
+    assert s.c.open_session().status_code == 201
+    head = s.world.head
+
+    again = s.c.post(envelope)
+
+    assert again.status_code == 200
+    assert again.json() == {**first.json(), "duplicate": True}
+    assert s.world.head == head
+
+
+def test_a_late_retry_gets_its_original_answer(s):
+    item_id = s.authorize()
+    envelope = s.c.envelope("work.cancel", {"reason": "scope changed"}, workItemId=item_id)
+    first = s.c.post(envelope)
+
+    with time_machine.travel(now() + timedelta(minutes=10), tick=False):
+        again = s.c.post(envelope)
+
+    assert again.json() == {**first.json(), "duplicate": True}
+
+
+def test_a_new_command_from_the_previous_session_is_still_stale(s):
+    item_id = s.authorize()
+    envelope = s.c.envelope("work.cancel", {"reason": "scope changed"}, workItemId=item_id)
+    assert s.c.open_session().status_code == 201
+    head = s.world.head
+
+    response = s.c.post(envelope)
+
+    assert response.json()["error"]["code"] == "STALE_SESSION"
+    assert s.world.head == head
