@@ -125,7 +125,10 @@ if DATABASE_URL:
         # connections would open a new PostgreSQL connection per request (~20 ms). A
         # process-wide psycopg pool hands each request a warm one instead.
         DATABASES["default"]["CONN_MAX_AGE"] = 0
-        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        # Server-side binding lets psycopg prepare the hot statements once per connection.
+        DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True,
+                                                              prepare_threshold=2)
+        DATABASES["default"]["OPTIONS"]["pool"] = {
             "min_size": envint("MW_DB_POOL_MIN", 2),
             "max_size": envint("MW_DB_POOL_MAX", 20),
             "timeout": envint("MW_DB_POOL_TIMEOUT", 10),
@@ -188,7 +191,7 @@ MW_SERVE_STATIC = envbool("MW_SERVE_STATIC", DEBUG)
 
 # Threads per web process that run requests (mission_weave/http.py). Requests wait on
 # PostgreSQL, not on Python, for part of their time; a few threads overlap that.
-MW_HTTP_THREADS = envint("MW_HTTP_THREADS", 8)
+MW_HTTP_THREADS = envint("MW_HTTP_THREADS", 4)
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("MW_MAX_BODY_BYTES", 1_048_576)
 

@@ -2,8 +2,8 @@
 
 The ORM costs ~0.5 ms of Python per query to compile; a command needs a handful,
 so the pipeline speaks SQL here instead, in statements a reader can check against
-the models. Writes are batched: on PostgreSQL several statements go to the server
-in one round trip (Django's client-side binding cursor allows it).
+the models. Writes are batched: on PostgreSQL they go to the server in one round
+trip in psycopg's pipeline mode, as server-side bound (and so preparable) statements.
 """
 
 import json
@@ -22,13 +22,14 @@ def fetch(sql: str, params=()) -> list:
 
 
 def execute_batch(statements: list) -> None:
-    """Run [(sql, params), ...] in order: one round trip on PostgreSQL."""
+    """Run [(sql, params), ...] in order: one round trip on PostgreSQL (pipeline mode)."""
     if not statements:
         return
     with connection.cursor() as cursor:
         if is_postgres():
-            cursor.execute(";\n".join(sql for sql, _ in statements),
-                           [p for _, params in statements for p in params])
+            with connection.wrap_database_errors, connection.connection.pipeline():
+                for sql, params in statements:
+                    cursor.cursor.execute(sql, params)
         else:
             for sql, params in statements:
                 cursor.execute(sql, params)

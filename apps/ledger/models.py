@@ -69,7 +69,7 @@ class CommandRecord(models.Model):
     work_item_id = models.CharField(max_length=100, null=True)
     accepted = models.BooleanField()
     status = models.PositiveSmallIntegerField()
-    response = models.JSONField()
+    response = models.JSONField()  # a rejection: its error; an acceptance: {sequences: [first, last]}
     envelope = models.JSONField(null=True)  # kept for rejections: the audit trail of late results
     created_at = models.DateTimeField()
 

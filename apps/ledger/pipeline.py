@@ -145,16 +145,23 @@ def _repeat(prior: CommandRecord, fingerprint: str) -> Answer:
         error = ProtocolError("IDEMPOTENCY_MISMATCH",
                               f"command id {prior.command_id} was used for a different command")
         return Answer(error.http_status, error.as_json())
-    body = dict(prior.response)
-    if prior.accepted:
-        body["duplicate"] = True
-    return Answer(prior.status, body)
+    if not prior.accepted:
+        return Answer(prior.status, prior.response)
+    # An acceptance is remembered by the sequences of its events; the log has them.
+    first, last = prior.response["sequences"]
+    events = Event.objects.filter(group_id=prior.group_id, sequence__range=(first, last))
+    return Answer(200, {"commandId": prior.command_id, "duplicate": True,
+                        "events": [event_document(e) for e in events.order_by("sequence")]})
 
 
 def _record(group_id, command, fingerprint, answer: Answer, envelope, now) -> tuple:
+    response = answer.body
+    if answer.status == 200:  # the events themselves are in the log
+        events = answer.body["events"]
+        response = {"sequences": [events[0]["sequence"], events[-1]["sequence"]]}
     return db.insert(RECORDS, RECORD_COLUMNS, [(
         group_id, command.id, fingerprint, command.type, command.actor, command.work_item_id,
-        answer.status == 200, answer.status, db.to_json(answer.body),
+        answer.status == 200, answer.status, db.to_json(response),
         db.to_json(envelope) if envelope is not None else None,
         connection.ops.adapt_datetimefield_value(now))])
 

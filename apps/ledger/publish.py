@@ -1,32 +1,41 @@
-"""Push committed events to the channel layer, without making the request wait.
+"""Push committed events towards subscribers, without making the request wait.
 
 Redis is a hint, PostgreSQL the record: a lost push is filled from the log by
-sequence, so a failure here is logged, never raised. The push runs on the server's
-own event loop when daphne serves us (so the in-memory layer reaches consumers),
-otherwise on one background loop per process (management commands, Celery).
+sequence, so a failure here is logged, never raised. With Redis configured a commit
+costs one PUBLISH on `mw:events:<groupId>` (each web process fans out to its own
+WebSocket subscribers); without it, subscribers in this process are told directly.
+The push runs on the server's event loop when daphne serves us, otherwise on one
+background loop per process (management commands, Celery).
 """
 
 import asyncio
+import json
 import logging
 import threading
 
-from channels.layers import get_channel_layer
+from django.conf import settings
 
 log = logging.getLogger(__name__)
 
 _server_loop: asyncio.AbstractEventLoop | None = None
 _background_loop: asyncio.AbstractEventLoop | None = None
+_clients: dict = {}  # event loop -> redis.asyncio client
+_local_listeners: list = []  # callables(group_id, documents), for the embedded mode
 _lock = threading.Lock()
 
 
-def channel_group(group_id: str) -> str:
-    return f"mw.group.{group_id}"
+def redis_channel(group_id: str) -> str:
+    return f"mw:events:{group_id}"
 
 
 def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
     """Called by the ASGI application on its loop (mission_weave/asgi.py)."""
     global _server_loop
     _server_loop = loop
+
+
+def listen_locally(listener) -> None:
+    _local_listeners.append(listener)
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -42,14 +51,24 @@ def _loop() -> asyncio.AbstractEventLoop:
 
 
 def events(group_id: str, documents: list) -> None:
-    layer = get_channel_layer()
-    if layer is None or not documents:
+    if not documents:
         return
-    message = {"type": "group.events", "groupId": group_id,
-               "headSequence": documents[-1]["sequence"], "events": documents}
-    future = asyncio.run_coroutine_threadsafe(
-        layer.group_send(channel_group(group_id), message), _loop())
-    future.add_done_callback(_log_failure)
+    for listener in _local_listeners:
+        listener(group_id, documents)
+    if settings.REDIS_URL:
+        message = json.dumps({"groupId": group_id, "events": documents}, separators=(",", ":"))
+        future = asyncio.run_coroutine_threadsafe(_publish(group_id, message), _loop())
+        future.add_done_callback(_log_failure)
+
+
+async def _publish(group_id: str, message: str) -> None:
+    loop = asyncio.get_running_loop()
+    client = _clients.get(loop)
+    if client is None:
+        import redis.asyncio
+
+        client = _clients[loop] = redis.asyncio.from_url(settings.REDIS_URL)
+    await client.publish(redis_channel(group_id), message)
 
 
 def _log_failure(future) -> None:
