@@ -33,6 +33,7 @@ def mission(mission: state.Mission) -> dict:
         "ownerId": mission.owner_id, "coordinatorId": mission.coordinator_id,
         "parentWorkItemId": mission.parent_work_item_id, "workItems": list(mission.work_items),
         "revision": mission.revision, "budgets": mission.budgets,
+        "autoDispatch": mission.auto_dispatch,
     }
 
 

@@ -280,8 +280,8 @@ def mission_create(view, command, context):
     mission_id = _new_id(view.missions, command, body.get("missionId"), "msn", "Mission")
     return [Draft("mission.created", {
         "missionId": mission_id, "title": body["title"], "ownerId": body["ownerId"],
-        "coordinatorId": body["coordinatorId"], "budgets": body.get("budgets") or {}},
-        mission_id=mission_id)]
+        "coordinatorId": body["coordinatorId"], "budgets": body.get("budgets") or {},
+        "autoDispatch": body.get("autoDispatch", False)}, mission_id=mission_id)]
 
 
 def mission_create_child(view, command, context):

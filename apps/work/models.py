@@ -32,6 +32,8 @@ class WorkItem(models.Model):
     lease_expires_at = models.DateTimeField(null=True)
     start_by = models.DateTimeField(null=True)
     blocked_until = models.DateTimeField(null=True)
+    offers_expire_at = models.DateTimeField(null=True)  # the last live offer's expiry
+    retry_at = models.DateTimeField(null=True)  # a failed item may be retried from then
     doc = models.JSONField()
     updated_at = models.DateTimeField()
 
@@ -42,7 +44,9 @@ class WorkItem(models.Model):
                    models.Index(fields=["owner", "state"]),
                    models.Index(fields=["lease_expires_at"]),
                    models.Index(fields=["start_by"]),
-                   models.Index(fields=["blocked_until"])]
+                   models.Index(fields=["blocked_until"]),
+                   models.Index(fields=["offers_expire_at"]),
+                   models.Index(fields=["retry_at"])]
 
 
 class Proposal(models.Model):

@@ -61,7 +61,8 @@ def _body(properties: dict, required=()) -> dict:
 
 BODIES = {
     "mission.create": _body({"missionId": ID, "title": TEXT, "ownerId": PRINCIPAL,
-                             "coordinatorId": PRINCIPAL, "budgets": {"type": "object"}},
+                             "coordinatorId": PRINCIPAL, "budgets": {"type": "object"},
+                             "autoDispatch": {"type": "boolean"}},
                             ["title", "ownerId", "coordinatorId"]),
     "mission.create_child": _body({"childMissionId": ID, "title": TEXT,
                                    "childFailurePolicy": {"enum": ["block", "fail"]}},

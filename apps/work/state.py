@@ -75,6 +75,8 @@ class WorkItem:
     required_resolution: str | None = None
     child_mission_id: str | None = None
     child_failure_policy: str | None = None
+    last_owner: str | None = None  # who held it last (reliability history, audit)
+    retry_at: datetime | None = None  # a failed attempt may be offered again from then (§11.4)
     last_checkpoint: dict | None = None
     submission: dict | None = None
     open_ambiguities: tuple = ()
@@ -105,6 +107,7 @@ class Mission:
     parent_work_item_id: str | None = None
     parent_mission_id: str | None = None
     child_failure_policy: str | None = None
+    auto_dispatch: bool = False  # a decline or expired offer moves to the next candidate
     work_items: tuple = ()
     created_at: datetime | None = None
     updated_at: datetime | None = None
@@ -172,7 +175,7 @@ def _mission_created(view, event, data):
         parent_work_item_id=data.get("parentWorkItemId"),
         parent_mission_id=data.get("parentMissionId"),
         child_failure_policy=data.get("childFailurePolicy"),
-        revision=0, created_at=event.occurred_at)
+        auto_dispatch=data.get("autoDispatch", False), revision=0, created_at=event.occurred_at)
     view.missions[mission.id] = mission
 
 
@@ -261,7 +264,7 @@ def _offer_withdrawn(view, event, data):
 
 def _offer_accepted(view, event, data):
     item = view.items[event.work_item_id]
-    _update_item(view, item.id, state=QUEUED, owner=data["agentId"],
+    _update_item(view, item.id, state=QUEUED, owner=data["agentId"], last_owner=data["agentId"],
                  ownership_epoch=data["ownershipEpoch"], start_by=parse_time(data["startBy"]),
                  accepted_revision=data["contractRevision"],
                  offers=_set_offer_status(item, {data["agentId"]}, "accepted"))
@@ -442,7 +445,7 @@ def lease_from_doc(doc: dict | None) -> Lease | None:
                  closed_at=_parse(doc["closedAt"]), close_reason=doc["closeReason"])
 
 
-_ITEM_TIMES = ("start_by", "blocked_until", "created_at", "updated_at")
+_ITEM_TIMES = ("start_by", "blocked_until", "retry_at", "created_at", "updated_at")
 _MISSION_TIMES = ("created_at", "updated_at")
 
 

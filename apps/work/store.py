@@ -112,7 +112,10 @@ def candidates(group_id: str, command: Command) -> dict:
 
 
 ITEM_COLUMNS = ["mission_id", "state", "owner", "ownership_epoch", "revision", "lease_id",
-                "lease_expires_at", "start_by", "blocked_until", "doc", "updated_at"]
+                "lease_expires_at", "start_by", "blocked_until", "offers_expire_at", "retry_at",
+                "doc", "updated_at"]
+TIME_COLUMNS = frozenset({"lease_expires_at", "start_by", "blocked_until", "offers_expire_at",
+                          "retry_at", "updated_at"})
 MISSION_COLUMNS = ["state", "title", "parent_work_item_id", "revision", "doc", "updated_at"]
 
 
@@ -150,14 +153,16 @@ def item_columns(item: state.WorkItem) -> dict:
             "lease_id": lease.id if lease else None,
             "lease_expires_at": lease.expires_at if lease else None,
             "start_by": item.start_by, "blocked_until": item.blocked_until,
+            "offers_expire_at": max((o.expires_at for o in item.offers if o.status == "live"),
+                                    default=None) if item.state == "offered" else None,
+            "retry_at": item.retry_at if item.state == "failed" else None,
             "updated_at": item.updated_at}
 
 
 def item_values(group_id: str, item: state.WorkItem) -> tuple:
     columns = {**item_columns(item), "doc": db.to_json(state.to_doc(item))}
-    return (group_id, item.id, *(
-        _time(columns[c]) if c in ("lease_expires_at", "start_by", "blocked_until", "updated_at")
-        else columns[c] for c in ITEM_COLUMNS))
+    return (group_id, item.id, *(_time(columns[c]) if c in TIME_COLUMNS else columns[c]
+                                 for c in ITEM_COLUMNS))
 
 
 def mission_values(group_id: str, mission: state.Mission) -> tuple:
