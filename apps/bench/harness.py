@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from contextlib import contextmanager
 
@@ -68,6 +69,20 @@ class Client:
 
     def close(self):
         self.connection.close()
+
+
+def run_together(client, plans: list) -> float:
+    """Run `client(plan, ready)` for each plan on its own thread; each calls `ready()`
+    once set up. Returns the seconds from the moment all are ready until all are done."""
+    barrier = threading.Barrier(len(plans) + 1)
+    threads = [threading.Thread(target=client, args=(plan, barrier.wait)) for plan in plans]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    started = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return time.perf_counter() - started
 
 
 def percentile(values: list, fraction: float) -> float:

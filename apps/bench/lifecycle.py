@@ -7,7 +7,6 @@ the lease id, are derived here the same way), so the clients only send bytes.
 """
 
 import json
-import threading
 import time
 import uuid
 from datetime import timedelta
@@ -24,7 +23,7 @@ from apps.work.commands import derive_id
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.timefmt import format_time
 
-from .harness import Client, latency_summary, server
+from .harness import Client, latency_summary, run_together, server
 
 CARD = {"version": "1", "capabilities": [{"id": "bench", "version": "1"}],
         "maxConcurrency": 1000}
@@ -111,11 +110,10 @@ def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
 def run_http(port: int, plans: list) -> dict:
     samples = {step: [] for step in STEPS}
     failures = []
-    barrier = threading.Barrier(len(plans) + 1)
 
-    def client(plan):
+    def client(plan, ready):
         http = Client(port)
-        barrier.wait()
+        ready()
         for lifecycle in plan:
             for type_, group_id, token, payload in lifecycle:
                 started = time.perf_counter()
@@ -125,14 +123,7 @@ def run_http(port: int, plans: list) -> dict:
                     failures.append(answer)
         http.close()
 
-    threads = [threading.Thread(target=client, args=(plan,)) for plan in plans]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_together(client, plans)
     commands = sum(len(v) for v in samples.values())
     return {"commands": commands, "seconds": round(elapsed, 3),
             "commandsPerSecond": round(commands / elapsed, 1), "failures": len(failures),
@@ -164,14 +155,13 @@ def run_raw(plans: list, group_ids: list) -> dict:
         with connection.cursor() as cursor:
             cursor.executemany("INSERT INTO mw_bench_raw.grp VALUES (%s, 0, '')",
                                [(g,) for g in group_ids])
-    barrier = threading.Barrier(len(plans) + 1)
     document = json.dumps(contract())
     counts = []
 
-    def client(plan):
+    def client(plan, ready):
         done = 0
         with psycopg.connect(dsn) as connection:
-            barrier.wait()
+            ready()
             for k, lifecycle in enumerate(plan):
                 for type_, group_id, _token, payload in lifecycle:
                     with connection.transaction():
@@ -193,14 +183,7 @@ def run_raw(plans: list, group_ids: list) -> dict:
                     done += 1
         counts.append(done)
 
-    threads = [threading.Thread(target=client, args=(plan,)) for plan in plans]
-    for thread in threads:
-        thread.start()
-    barrier.wait()
-    started = time.perf_counter()
-    for thread in threads:
-        thread.join()
-    elapsed = time.perf_counter() - started
+    elapsed = run_together(client, plans)
     with psycopg.connect(dsn, autocommit=True) as connection:
         connection.execute("DROP SCHEMA mw_bench_raw CASCADE")
     return {"transactions": sum(counts), "seconds": round(elapsed, 3),
