@@ -29,6 +29,12 @@ if settings.MW_SERVE_STATIC:
 
     http_app = ASGIStaticFilesHandler(http_app)
 
+if settings.MW_EMBEDDED and settings.MW_SWEEP_IN_PROCESS:
+    # No Celery beat in the embedded try-out: this process sweeps deadlines itself.
+    from apps.work import sweeper
+
+    sweeper.start_in_process()
+
 router = ProtocolTypeRouter(
     {
         "http": http_app,

@@ -175,7 +175,19 @@ CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"
-CELERY_BEAT_SCHEDULE = {}
+# The sweeper (apps/work/sweeper.py): expired leases, start-by deadlines, blocked leases,
+# next sequential offers. Seconds between sweeps, and most WorkItems one sweep takes.
+MW_SWEEP_INTERVAL_SECONDS = envint("MW_SWEEP_INTERVAL_SECONDS", 5)
+MW_SWEEP_BATCH = envint("MW_SWEEP_BATCH", 5000)
+# Most WorkItems of one Group per sweep transaction: bounds how long commands wait.
+MW_SWEEP_GROUP_CHUNK = envint("MW_SWEEP_GROUP_CHUNK", 100)
+# Embedded mode has no beat: the ASGI process sweeps in a thread of its own.
+MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", MW_EMBEDDED)
+CELERY_BEAT_SCHEDULE = {
+    "sweep": {"task": "apps.work.tasks.sweep", "schedule": MW_SWEEP_INTERVAL_SECONDS,
+              # A round not started within an interval is superseded by the next one.
+              "options": {"expires": MW_SWEEP_INTERVAL_SECONDS}},
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -231,6 +243,10 @@ MW_MAX_BLOCKED_LEASE_SECONDS = envint("MW_MAX_BLOCKED_LEASE_SECONDS", 86400)
 MW_SESSION_TTL_SECONDS = envint("MW_SESSION_TTL_SECONDS", 86400)
 # Most candidates one urgent work.offer may name.
 MW_MAX_URGENT_CANDIDATES = envint("MW_MAX_URGENT_CANDIDATES", 10)
+# A Presence report older than this counts as unknown when offers are ranked.
+MW_PRESENCE_TTL_SECONDS = envint("MW_PRESENCE_TTL_SECONDS", 120)
+# How long an offer made by automatic dispatch (autoDispatch Missions) stays open.
+MW_AUTO_OFFER_SECONDS = envint("MW_AUTO_OFFER_SECONDS", 600)
 # Largest `limit` of GET .../events (one page of the event feed).
 MW_EVENTS_PAGE_MAX = envint("MW_EVENTS_PAGE_MAX", 1000)
 # Group Authority Ed25519 signing key: base64url 32-byte seed (optional; see the file).

@@ -24,6 +24,8 @@ G = "groups/<id:group_id>"
 urlpatterns = [
     path("sessions", views.SessionsView.as_view()),
     path("authority", views.AuthorityView.as_view()),
+    path("capabilities/introspect", views.CapabilityIntrospectionView.as_view()),
+    path("presence", views.PresenceView.as_view()),
     path(f"{G}/commands", views.CommandsView.as_view()),
     path(f"{G}/events", views.EventsView.as_view()),
     path(f"{G}/work-items", views.WorkItemListView.as_view()),

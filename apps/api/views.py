@@ -9,11 +9,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from apps.identity import principals, sessions
+from apps.identity import presence, principals, sessions
 from apps.ledger import authority, pipeline
 from apps.ledger.models import CommandRecord, Event, Group
+from apps.work import capability_bearer, state
 from apps.work import models as work_models
-from apps.work import state
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 
@@ -66,13 +66,47 @@ class SessionsView(APIView):
         return JsonResponse(sessions.open_session(read_json(request), timezone.now()), status=201)
 
 
+class PresenceView(APIView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+                   summary="Report the Agent's current capacity (Presence, §11.1)",
+                   description="Body `{availableSlots, status: available|busy|offline}`; answers "
+                               "the stored report with `reportedAt`. Not part of any log; offer "
+                               "ranking treats a report older than MW_PRESENCE_TTL_SECONDS as "
+                               "unknown.")
+    def post(self, request):
+        principal = principal_of(request)
+        if not principal.is_agent:
+            raise ProtocolError("FORBIDDEN",
+                                "Presence is reported by an Agent with its bearer token")
+        return JsonResponse(presence.report(principal.agent_id, read_json(request), timezone.now()))
+
+
 class CommandsView(APIView):
     @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
                    summary="Submit a signed command (PROTOCOL §2)",
-                   description="Answers `{commandId, events, duplicate}` or an error envelope.")
+                   description="Answers `{commandId, events, duplicate}` or an error envelope; "
+                               "an answer that issues a capability token to the lease holder "
+                               "also carries `capabilityToken: {id, token, scopes, expiresAt}`.")
     def post(self, request, group_id):
-        answer = pipeline.submit(group_id, read_json(request), principal_of(request))
-        return JsonResponse(answer.body, status=answer.status)
+        principal = principal_of(request)
+        answer = pipeline.submit(group_id, read_json(request), principal)
+        body = answer.body
+        if answer.status == 200:
+            body = capability_bearer.with_bearer(group_id, body, principal)
+        return JsonResponse(body, status=answer.status)
+
+
+class CapabilityIntrospectionView(APIView):
+    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+                   summary="Introspect a capability token (§11.3, in the spirit of RFC 7662)",
+                   description="Body `{token}`. Answers `{active: true, scope, scopes, groupId, "
+                               "workItemId, leaseId, sub, exp, ...}` to a member of the token's "
+                               "Group, else `{active: false}` (malformed, forged, expired, "
+                               "revoked, or the caller is not a member).")
+    def post(self, request):
+        principal = principal_of(request)
+        token = read_json(request).get("token")
+        return JsonResponse(capability_bearer.introspect(token, principal, timezone.now()))
 
 
 class EventsView(APIView):

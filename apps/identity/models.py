@@ -64,3 +64,17 @@ class Membership(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "principal"],
                                                name="membership_unique")]
+
+
+class Presence(models.Model):
+    """An Agent's last capacity report (POST /api/v1/presence, §11.1). Not part of any
+    Group's log: a hint for offer ranking, counted as unknown once older than
+    MW_PRESENCE_TTL_SECONDS."""
+
+    STATUSES = ("available", "busy", "offline")
+
+    agent = models.OneToOneField(Agent, on_delete=models.CASCADE, primary_key=True,
+                                 related_name="presence")
+    available_slots = models.PositiveIntegerField()
+    status = models.CharField(max_length=20)
+    reported_at = models.DateTimeField()

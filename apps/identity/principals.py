@@ -49,19 +49,13 @@ def token_hash(token: str) -> str:
 def authenticate_bearer(token: str, now: datetime) -> Principal:
     rows = db.fetch(f"SELECT agent_id, epoch, expires_at, superseded_at FROM {SESSIONS} "
                     "WHERE token_hash = %s", [token_hash(token)])
-    if not rows or _aware(rows[0][2]) <= now:
+    if not rows or db.aware(rows[0][2]) <= now:
         raise ProtocolError("UNAUTHENTICATED", "the bearer token is unknown or expired")
     agent_id, epoch, _expires, superseded_at = rows[0]
     if superseded_at is not None:
         raise ProtocolError("STALE_SESSION", "this session was superseded by a newer one",
                             {"sessionEpoch": epoch})
     return Principal(f"agent:{agent_id}", epoch)
-
-
-def _aware(moment) -> datetime:
-    """Raw SQLite rows carry text; PostgreSQL rows carry aware datetimes."""
-    return parse_time(moment.replace(" ", "T") + ("" if "+" in moment else "Z")) \
-        if isinstance(moment, str) else moment
 
 
 def check_fresh(issued_at: str, now: datetime) -> None:

@@ -7,6 +7,7 @@ trip in psycopg's pipeline mode, as server-side bound (and so preparable) statem
 """
 
 import json
+from datetime import datetime, timezone
 
 from django.db import connection
 
@@ -21,6 +22,16 @@ def fetch(sql: str, params=()) -> list:
         return cursor.fetchall()
 
 
+class Many(tuple):
+    """A statement run once per row: (sql for one row, [row, ...]). psycopg caches the
+    parse of short queries only, so a multi-row statement of thousands of placeholders
+    (a sweep's batch) is parsed afresh each time; one prepared single-row statement,
+    pipelined row by row, is not."""
+
+
+MANY_ROWS = 64  # above this many rows, insert/upsert write row by row (see Many)
+
+
 def execute_batch(statements: list) -> None:
     """Run [(sql, params), ...] in order: one round trip on PostgreSQL (pipeline mode)."""
     if not statements:
@@ -28,11 +39,23 @@ def execute_batch(statements: list) -> None:
     with connection.cursor() as cursor:
         if is_postgres():
             with connection.wrap_database_errors, connection.connection.pipeline():
-                for sql, params in statements:
-                    cursor.cursor.execute(sql, params)
+                for statement in statements:
+                    run = cursor.cursor.executemany if isinstance(statement, Many) \
+                        else cursor.cursor.execute
+                    run(*statement)
         else:
-            for sql, params in statements:
-                cursor.execute(sql, params)
+            for statement in statements:
+                run = cursor.executemany if isinstance(statement, Many) else cursor.execute
+                run(*statement)
+
+
+def aware(moment):
+    """A datetime column read raw: naive UTC (or text) on SQLite, aware on PostgreSQL."""
+    if isinstance(moment, str):
+        moment = datetime.fromisoformat(moment)
+    if isinstance(moment, datetime) and moment.tzinfo is None:
+        return moment.replace(tzinfo=timezone.utc)
+    return moment
 
 
 def to_json(value) -> str:
@@ -48,14 +71,20 @@ def upsert(table: str, key: tuple, columns: list, rows: list) -> tuple:
     """INSERT ... ON CONFLICT (key) DO UPDATE for `rows` (tuples in `columns` order)."""
     placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    conflict = f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
+    if len(rows) > MANY_ROWS:
+        return Many((f"INSERT INTO {table} ({', '.join(columns)}) VALUES {placeholders}"
+                     + conflict, list(rows)))
     sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-           + ", ".join([placeholders] * len(rows))
-           + f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")
+           + ", ".join([placeholders] * len(rows)) + conflict)
     return sql, [value for row in rows for value in row]
 
 
 def insert(table: str, columns: list, rows: list) -> tuple:
     placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    if len(rows) > MANY_ROWS:
+        return Many((f"INSERT INTO {table} ({', '.join(columns)}) VALUES {placeholders}",
+                     list(rows)))
     sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
            + ", ".join([placeholders] * len(rows)))
     return sql, [value for row in rows for value in row]

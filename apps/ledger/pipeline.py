@@ -43,7 +43,9 @@ def policy() -> Policy:
         max_lease_seconds=settings.MW_MAX_LEASE_SECONDS,
         default_blocked_lease_seconds=settings.MW_DEFAULT_BLOCKED_LEASE_SECONDS,
         max_blocked_lease_seconds=settings.MW_MAX_BLOCKED_LEASE_SECONDS,
-        max_urgent_candidates=settings.MW_MAX_URGENT_CANDIDATES)
+        max_urgent_candidates=settings.MW_MAX_URGENT_CANDIDATES,
+        presence_ttl_seconds=settings.MW_PRESENCE_TTL_SECONDS,
+        auto_offer_seconds=settings.MW_AUTO_OFFER_SECONDS)
 
 
 def submit(group_id: str, envelope, principal: Principal, now: datetime | None = None) -> Answer:
@@ -72,7 +74,7 @@ def submit(group_id: str, envelope, principal: Principal, now: datetime | None =
             try:
                 view = store.load(group_id, command)
                 context = Context(now=now, policy=policy(),
-                                  candidates=store.candidates(group_id, command))
+                                  candidates=store.candidates(group_id, command, view))
                 drafts = commands.decide(view, command, context)
             except ProtocolError as rejection:
                 answer = Answer(rejection.http_status, rejection.as_json())
@@ -103,19 +105,32 @@ def _prior(group_id: str, command_id: str) -> CommandRecord | None:
     return CommandRecord.objects.filter(group_id=group_id, command_id=command_id).first()
 
 
-def submit_system(group_id: str, decide_system, now: datetime, load) -> list:
+def submit_system(group_id: str, decide_system, now: datetime, load,
+                  skip_locked: bool = False) -> list | None:
     """Append what the server decides for itself (actor `system`): the sweeper, session
-    replacement. `load(group_id)` gives the view; `decide_system(view)` the drafts."""
+    replacement. `load(group_id)` gives the view; `decide_system(view)` the drafts.
+    With `skip_locked` a Group that another transaction holds is left for later and the
+    answer is None: a sweeper never waits on a busy Group or on another sweeper."""
     with transaction.atomic():
-        head = _lock(group_id)
+        head = _lock(group_id, skip_locked)
+        if head is None:
+            return None
         view = load(group_id)
         drafts = decide_system(view)
-        if not drafts:
-            return []
-        command_id = commands.derive_id("sys", f"{group_id}/{head[0]}")
-        events, writes = _append(group_id, head, view, drafts, "system", command_id, now)
-        db.execute_batch(writes)
+        events = []
+        # One transaction, written in slices: a statement carries at most 65535
+        # parameters, and a sweep may expire thousands of leases of one Group at once.
+        for start in range(0, len(drafts), SYSTEM_SLICE):
+            command_id = commands.derive_id("sys", f"{group_id}/{head[0]}")
+            documents, writes = _append(group_id, head, view, drafts[start:start + SYSTEM_SLICE],
+                                        "system", command_id, now)
+            db.execute_batch(writes)
+            events += documents
+            head = (documents[-1]["sequence"], documents[-1]["hash"])
         return events
+
+
+SYSTEM_SLICE = 2000  # events per statement: 13 columns each, well under 65535 parameters
 
 
 GROUPS, EVENTS, RECORDS = (Group._meta.db_table, Event._meta.db_table,
@@ -127,15 +142,21 @@ RECORD_COLUMNS = ["group_id", "command_id", "content_hash", "type", "actor", "wo
                   "accepted", "status", "response", "envelope", "created_at"]
 
 
-def _lock(group_id: str) -> tuple[int, str]:
+def _lock(group_id: str, skip_locked: bool = False) -> tuple[int, str] | None:
     """Take the Group's row lock for this transaction: every command of one Group is
-    decided in turn, which gives gapless sequences and first-acceptance-wins."""
+    decided in turn, which gives gapless sequences and first-acceptance-wins. With
+    `skip_locked`, None when another transaction holds it (the sweeper moves on)."""
     # NO KEY UPDATE serializes commands as well and lets inserts that merely point at
     # the Group (memberships) proceed. SQLite: BEGIN IMMEDIATE already locks.
-    lock = " FOR NO KEY UPDATE" if db.is_postgres() else ""
+    lock = ""
+    if db.is_postgres():
+        lock = " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
     rows = db.fetch(f"SELECT head_sequence, head_hash FROM {GROUPS} WHERE id = %s{lock}",
                     [group_id])
-    if not rows:  # membership was checked first, so only a race gets here
+    if not rows:
+        if skip_locked:  # Group rows are never deleted: no row means someone holds it
+            return None
+        # membership was checked first, so only a race gets here
         raise ProtocolError("NOT_A_MEMBER", "you are not a member of this Group")
     return rows[0]
 

@@ -11,14 +11,17 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.idempotency import attempt_operation_id, idempotency_key
 from mission_weave.protocol.timefmt import format_time, parse_time
 
-from . import dag, fencing, lifecycle
+from . import capabilities, dag, fencing, lifecycle, ranking, retries
+from .ranking import Candidate  # noqa: F401 - the facts of an offer candidate, re-exported
 from .schemas import check_body, check_contract
 from .state import (
     ACTIVE,
     BLOCKED,
     CANCELLED,
+    FAILED,
     MISSION_ACTIVE,
     QUEUED,
     UNFINISHED,
@@ -58,6 +61,8 @@ ROLES = {
     "work.cancel": {"coordinator"},
     "work.request_preemption": {"coordinator"},
     "conversation.post": ANY_ROLE,
+    "capability.rotate": {"worker"},
+    "capability.narrow": {"worker"},
 }
 COMMAND_TYPES = tuple(ROLES)
 
@@ -90,15 +95,8 @@ class Policy:
     default_blocked_lease_seconds: int = 3600
     max_blocked_lease_seconds: int = 86400
     max_urgent_candidates: int = 10
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """What the Group knows of an Agent that may receive an offer."""
-
-    agent_id: str
-    roles: frozenset
-    card: dict
+    presence_ttl_seconds: int = 120  # an older Presence report counts as unknown
+    auto_offer_seconds: int = 600  # how long an offer issued by automatic dispatch lives
 
 
 @dataclass(frozen=True)
@@ -122,13 +120,6 @@ def derive_id(prefix: str, command_id: str, salt: str = "") -> str:
     """A deterministic id for something a command creates: retries and replays agree."""
     digest = hashlib.sha256(f"{command_id}/{salt}".encode()).hexdigest()[:24]
     return f"{prefix}_{digest}"
-
-
-def idempotency_key(mission_id: str, work_item_id: str, ownership_epoch: int,
-                    operation_id: str) -> str:
-    """§16: the stable key for an external operation of one attempt."""
-    material = f"{mission_id}\x1f{work_item_id}\x1f{ownership_epoch}\x1f{operation_id}"
-    return "idem_" + hashlib.sha256(material.encode()).hexdigest()[:32]
 
 
 # --- the entry point ---------------------------------------------------------------------
@@ -399,22 +390,56 @@ def work_revise_contract(view, command, context):
 
 # --- offers ----------------------------------------------------------------------------------
 
-def _capability_match(required: list, card: dict) -> dict:
-    offered = {(c.get("id"), c.get("version")) for c in card.get("capabilities", [])}
-    missing = [c for c in required if (c["id"], c["version"]) not in offered]
-    return {"required": required, "missing": missing, "matched": not missing}
+def selection_basis(item: WorkItem, candidate: Candidate, rules: list, context: Context) -> dict:
+    """§10.3's structured basis for offering `item` to `candidate` (see ranking.py)."""
+    return ranking.basis(item.contract, candidate, rules, context.now,
+                         context.policy.presence_ttl_seconds)
 
 
-def selection_basis(item: WorkItem, candidate: Candidate, rules: list) -> dict:
-    """§10.3's structured basis for offering `item` to `candidate`."""
-    return {
-        "capabilityMatch": _capability_match(item.contract.get("capabilities", []), candidate.card),
-        "authorizationEligible": "worker" in candidate.roles,
-        "availability": {"source": "none", "estimate": None},
-        "expectedCost": None,
-        "reliability": {"verified": 0, "failed": 0},
-        "policyRules": rules,
-    }
+def _explicit_placement(item: WorkItem, body: dict, context: Context) -> tuple[list, list]:
+    """Named candidates, in the coordinator's order: ([{agentId, selectionBasis}], pending)."""
+    candidates = list(body["candidates"])
+    for agent_id in candidates:
+        candidate = context.candidates.get(agent_id)
+        if candidate is None or "worker" not in candidate.roles:
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"candidate {agent_id} is not a worker in this Group",
+                                {"path": "body.candidates", "candidate": agent_id})
+    mode = body["mode"]
+    if mode == "urgent":
+        limit = min(body.get("candidateCount", len(candidates)), context.policy.max_urgent_candidates)
+        if len(candidates) > limit:
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"an urgent offer goes to at most {limit} candidates",
+                                {"path": "body.candidates", "maximum": limit})
+        addressed, pending = candidates, []
+    else:
+        addressed, pending = candidates[:1], candidates[1:]
+    rules = ["explicit-candidates", f"mode:{mode}"]
+    return [{"agentId": agent_id,
+             "selectionBasis": selection_basis(item, context.candidates[agent_id], rules, context)}
+            for agent_id in addressed], pending
+
+
+def _auto_placement(item: WorkItem, body: dict, context: Context) -> tuple[list, list]:
+    """candidates "auto": the Group's members ranked by ranking.py; sequential offers the
+    best and queues the rest, urgent offers the best `candidateCount` (bounded)."""
+    mode, policy = body["mode"], context.policy
+    rules = ["auto-candidates", *ranking.AUTO_RULES, f"mode:{mode}"]
+    pool = list(context.candidates.values())
+    ranked = ranking.rank(item.contract, pool, context.now, policy.presence_ttl_seconds, rules)
+    if not ranked:
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            f"no worker in this Group is eligible for WorkItem {item.id}",
+            {"reason": "no eligible candidate",
+             "excluded": ranking.excluded(item.contract, pool, context.now,
+                                          policy.presence_ttl_seconds)})
+    if mode == "urgent":
+        count = min(body.get("candidateCount", policy.max_urgent_candidates),
+                    policy.max_urgent_candidates)
+        return ranked[:count], []
+    return ranked[:1], [entry["agentId"] for entry in ranked[1:]]
 
 
 def _fence_expired_owner(item: WorkItem, context: Context) -> list:
@@ -439,6 +464,8 @@ def _fence_expired_owner(item: WorkItem, context: Context) -> list:
 def work_offer(view, command, context):
     item = _item(view, command)
     _active_mission(view, item.mission_id)
+    if item.state == FAILED:
+        retries.check_retry(item, context.now)  # §11.4: attempts, backoff, deadline, cost
     if item.child_mission_id:
         # Like work.unblock: while the linked child runs the parent stays blocked, or the
         # child's approval could never verify it (§10.2). Cancel the child Mission first.
@@ -447,35 +474,17 @@ def work_offer(view, command, context):
                             f"WorkItem {item.id} waits on its child Mission {child}",
                             {"childMissionId": child})
     body = command.body
-    if body["candidates"] == "auto":
-        raise ProtocolError("VALIDATION_ERROR",
-                            'candidates "auto" is not available yet; name the candidates')
     expires_at = parse_time(body["expiresAt"])
     if expires_at <= context.now:
         raise ProtocolError("VALIDATION_ERROR", "body.expiresAt must be in the future",
                             {"path": "body.expiresAt"})
     _require_dependencies(view, item)
-    candidates = list(body["candidates"])
-    for agent_id in candidates:
-        candidate = context.candidates.get(agent_id)
-        if candidate is None or "worker" not in candidate.roles:
-            raise ProtocolError("VALIDATION_ERROR",
-                                f"candidate {agent_id} is not a worker in this Group",
-                                {"path": "body.candidates", "candidate": agent_id})
     mode = body["mode"]
-    if mode == "urgent":
-        limit = min(body.get("candidateCount", len(candidates)), context.policy.max_urgent_candidates)
-        if len(candidates) > limit:
-            raise ProtocolError("VALIDATION_ERROR",
-                                f"an urgent offer goes to at most {limit} candidates",
-                                {"path": "body.candidates", "maximum": limit})
-        addressed, pending = candidates, []
-    else:
-        addressed, pending = candidates[:1], candidates[1:]
-    rules = ["explicit-candidates", f"mode:{mode}"]
-    offers = [{"agentId": agent_id, "expiresAt": format_time(expires_at), "rank": rank,
-               "selectionBasis": selection_basis(item, context.candidates[agent_id], rules)}
-              for rank, agent_id in enumerate(addressed, start=1)]
+    placement = _auto_placement if body["candidates"] == "auto" else _explicit_placement
+    addressed, pending = placement(item, body, context)
+    offers = [{"agentId": entry["agentId"], "expiresAt": format_time(expires_at), "rank": rank,
+               "selectionBasis": entry["selectionBasis"]}
+              for rank, entry in enumerate(addressed, start=1)]
     drafts = _fence_expired_owner(item, context)
     live = [o.agent_id for o in item.live_offers(context.now)]
     if live:
@@ -499,9 +508,13 @@ def _own_live_offer(item: WorkItem, command: Command, now):
 def work_decline_offer(view, command, context):
     item = _item(view, command)
     _own_live_offer(item, command, context.now)
-    return [_draft(item, "work.offer_declined", {"agentId": command.agent_id,
-                                                 "reason": command.body["reason"],
-                                                 "detail": command.body.get("detail")})]
+    declined = [_draft(item, "work.offer_declined", {"agentId": command.agent_id,
+                                                     "reason": command.body["reason"],
+                                                     "detail": command.body.get("detail")})]
+    # Under autoDispatch the next pending candidate is offered in this same transaction.
+    # Imported here: dispatch builds its drafts with this module's Draft.
+    from . import dispatch
+    return declined + dispatch.after(view, declined, context)
 
 
 def work_accept_offer(view, command, context):
@@ -522,6 +535,7 @@ def work_accept_offer(view, command, context):
                             f"the contract is at revision {item.contract_revision}, not {revision}",
                             {"contractRevision": item.contract_revision})
     _require_dependencies(view, item)
+    _check_capacity(command.agent_id, context)
     window = item.start_within_seconds or context.policy.start_window_seconds
     losers = [o.agent_id for o in item.live_offers(context.now) if o.agent_id != command.agent_id]
     drafts = [_draft(item, "work.offer_accepted", {
@@ -532,6 +546,22 @@ def work_accept_offer(view, command, context):
         drafts.append(_draft(item, "work.offer_withdrawn",
                              {"agentIds": losers, "reason": f"accepted by {command.agent_id}"}))
     return drafts
+
+
+def _check_capacity(agent_id: str, context: Context) -> None:
+    """The server's backstop to the Worker's own admission control (§10.3, §11.1): an
+    acceptance may not take the Agent past its Agent Card's maxConcurrency, counting the
+    WorkItems it owns in queued or active in every Group (facts the shell supplies)."""
+    candidate = context.candidates.get(agent_id)
+    if candidate is None:
+        return
+    if candidate.load >= candidate.max_concurrency:
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            f"accepting would exceed your Agent Card's maxConcurrency of "
+            f"{candidate.max_concurrency} ({candidate.load} WorkItems owned in queued or active)",
+            {"reason": "capacity", "maxConcurrency": candidate.max_concurrency,
+             "current": candidate.load})
 
 
 def _renew_acceptance(item: WorkItem, command: Command, revision: int, context) -> list:
@@ -566,11 +596,8 @@ def approval_grant_execution(view, command, context):
         "comment": command.body.get("comment")})]
 
 
-def _capability_token(item: WorkItem, lease_id: str, expires_at: str, salt: str) -> dict:
-    allowed = item.contract.get("allowed") or {}
-    return {"id": derive_id("cap", lease_id, salt), "leaseId": lease_id, "expiresAt": expires_at,
-            "scopes": {"tools": allowed.get("tools", []),
-                       "operations": allowed.get("operations", [])}}
+def _capability_token(lease_id: str, scopes: dict, expires_at: datetime, salt: str) -> dict:
+    return capabilities.descriptor(derive_id("cap", lease_id, salt), lease_id, scopes, expires_at)
 
 
 def work_start(view, command, context):
@@ -590,14 +617,20 @@ def work_start(view, command, context):
     seconds = _seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
                        policy.max_lease_seconds, "leaseSeconds")
     lease_id = derive_id("lease", command.id)
-    expires_at = _at(context.now, seconds)
+    expires_at = context.now + timedelta(seconds=seconds)
+    # §11.4: an attempt is one Ownership Epoch's execution; starting again in the same
+    # epoch (after a checkpoint, block or session replacement) resumes it, same key.
+    resumed = item.lease is not None and item.lease.ownership_epoch == item.ownership_epoch
+    attempt = item.attempts if resumed else item.attempts + 1
     return [_draft(item, "work.started", {
-        "leaseId": lease_id, "expiresAt": expires_at, "ownershipEpoch": item.ownership_epoch,
+        "leaseId": lease_id, "expiresAt": format_time(expires_at),
+        "ownershipEpoch": item.ownership_epoch,
         "agentId": command.agent_id, "sessionEpoch": command.session_epoch,
-        "attempt": item.attempts + 1,
+        "attempt": attempt, "resumed": resumed,
         "idempotencyKey": idempotency_key(item.mission_id, item.id, item.ownership_epoch,
-                                          f"attempt-{item.attempts + 1}"),
-        "capabilityToken": _capability_token(item, lease_id, expires_at, command.id)})]
+                                          attempt_operation_id(attempt)),
+        "capabilityToken": _capability_token(
+            lease_id, capabilities.contract_scopes(item.contract), expires_at, command.id)})]
 
 
 def lease_renew(view, command, context):
@@ -605,10 +638,33 @@ def lease_renew(view, command, context):
     policy = context.policy
     seconds = _seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
                        policy.max_lease_seconds, "leaseSeconds")
-    expires_at = _at(context.now, seconds)
+    expires_at = context.now + timedelta(seconds=seconds)
+    # The renewal's token keeps the held scopes (a narrowing is never undone by renewing);
+    # earlier tokens stay valid until their own, earlier, lease boundary.
     return [_draft(item, "lease.renewed", {
-        "leaseId": item.lease.id, "expiresAt": expires_at, "ownershipEpoch": item.ownership_epoch,
-        "capabilityToken": _capability_token(item, item.lease.id, expires_at, command.id)})]
+        "leaseId": item.lease.id, "expiresAt": format_time(expires_at),
+        "ownershipEpoch": item.ownership_epoch,
+        "capabilityToken": _capability_token(item.lease.id, capabilities.held_scopes(item),
+                                             expires_at, command.id)})]
+
+
+def _reissue_token(event_type: str):
+    """capability.rotate / capability.narrow: the lease holder gets a new token for the
+    same lease, with the held scopes or a subset of them, and every token it held for the
+    lease is revoked (§11.3: rotatable and narrowable while the lease lives)."""
+    def handle(view, command, context):
+        item = _item(view, command, fenced_at=context.now)
+        held = capabilities.held_scopes(item)
+        requested = command.body.get("scopes")
+        scopes = capabilities.narrowed(held, requested) if requested is not None else held
+        lease = item.lease
+        expires_at = capabilities.expiry(lease.expires_at, context.now,
+                                         command.body.get("expiresInSeconds"))
+        return [_draft(item, event_type, {
+            "leaseId": lease.id, "ownershipEpoch": item.ownership_epoch,
+            "revokedTokenIds": capabilities.unrevoked_ids(item),
+            "capabilityToken": _capability_token(lease.id, scopes, expires_at, command.id)})]
+    return handle
 
 
 def work_progress(view, command, context):
@@ -696,10 +752,16 @@ def work_fail(view, command, context):
             raise ProtocolError("FORBIDDEN", "only the lease holder or a coordinator may fail it")
         _require_lease(item, command, context.now)
     reason = command.body.get("reason") or "failed"
+    permanent = command.body.get("permanent", False)
+    # §11.4: a retry may follow within the contract's attempt, backoff, cost and deadline
+    # budgets; past them, or for a permanent failure, this is the final work.failed.
+    outcome = retries.after_failure(item, permanent, context.now)
     drafts = _release(item, context, "failed")
     return drafts + [_draft(item, "work.failed", {
         "evidence": command.body["evidence"], "by": command.actor, "reason": reason,
-        "permanent": command.body.get("permanent", False)})]
+        "permanent": permanent, "attempt": item.attempts,
+        "retryAt": format_time(outcome.retry_at) if outcome.retry_at else None,
+        "exhausted": outcome.exhausted, "exhaustedBy": outcome.exhausted_by})]
 
 
 def work_cancel(view, command, context):
@@ -771,5 +833,7 @@ HANDLERS = {
     "work.cancel": work_cancel,
     "work.request_preemption": work_request_preemption,
     "conversation.post": conversation_post,
+    "capability.rotate": _reissue_token("capability.rotated"),
+    "capability.narrow": _reissue_token("capability.narrowed"),
 }
 assert set(HANDLERS) == set(ROLES)

@@ -53,6 +53,13 @@ PROGRESS = {
     },
 }
 
+# §11.3: the scopes asked of a rotated or narrowed capability token; a kind left out keeps
+# what the token holds.
+SCOPE_NAMES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 200},
+               "maxItems": 200}
+CAPABILITY_SCOPES = {"type": "object", "additionalProperties": False,
+                     "properties": {"tools": SCOPE_NAMES, "operations": SCOPE_NAMES}}
+
 
 def _body(properties: dict, required=()) -> dict:
     return {"type": "object", "additionalProperties": False, "required": list(required),
@@ -104,6 +111,9 @@ BODIES = {
                         "permanent": {"type": "boolean"}}, ["evidence"]),
     "work.cancel": _body({"reason": TEXT}),
     "work.request_preemption": _body({"reason": TEXT}),
+    "capability.rotate": _body({"scopes": CAPABILITY_SCOPES, "expiresInSeconds": SECONDS}),
+    "capability.narrow": _body({"scopes": CAPABILITY_SCOPES, "expiresInSeconds": SECONDS},
+                               ["scopes"]),
     "conversation.post": _body({
         "messageId": ID, "kind": {"enum": ["message", "ambiguity", "resolution"]},
         "text": TEXT, "resolves": ID}, ["kind", "text"]),

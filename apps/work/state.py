@@ -77,6 +77,9 @@ class WorkItem:
     child_failure_policy: str | None = None
     last_owner: str | None = None  # who held it last (reliability history, audit)
     retry_at: datetime | None = None  # a failed attempt may be offered again from then (§11.4)
+    retry_exhausted: str | None = None  # why no retry may follow the last failure (§11.4)
+    # Capability tokens of the current lease (§11.3): {id, leaseId, scopes, expiresAt, revoked}.
+    capability_tokens: tuple = ()
     last_checkpoint: dict | None = None
     submission: dict | None = None
     open_ambiguities: tuple = ()
@@ -155,6 +158,7 @@ def evolve(view: View, event: Event) -> View:
     if mutator is not None:
         mutator(view, event, event.data)
     if event.work_item_id in view.items:
+        _revoke_tokens_without_lease(view, event.work_item_id)
         item = view.items[event.work_item_id]
         view.items[item.id] = replace(item, revision=item.revision + 1, updated_at=event.occurred_at)
     elif event.mission_id in view.missions:
@@ -231,6 +235,7 @@ def _contract_revised(view, event, data):
     deps = contract.get("dependencies", {})
     _update_item(view, event.work_item_id, contract=contract,
                  contract_revision=contract["revision"], execution_approved=False,
+                 retry_exhausted=None,
                  depends_on=tuple(deps.get("workItems", ())),
                  dependency_policy=deps.get("policy", "all_verified"), open_ambiguities=())
 
@@ -284,14 +289,41 @@ def _started(view, event, data):
                   ownership_epoch=data["ownershipEpoch"], started_at=event.occurred_at,
                   expires_at=parse_time(data["expiresAt"]))
     _update_item(view, item.id, state=ACTIVE, lease=lease, lease_count=item.lease_count + 1,
-                 attempts=data["attempt"], start_by=None)
+                 attempts=data["attempt"], start_by=None,
+                 capability_tokens=_issue_token((), data.get("capabilityToken"), event))
 
 
 def _lease_renewed(view, event, data):
-    lease = view.items[event.work_item_id].lease
+    item = view.items[event.work_item_id]
+    lease = item.lease
     expires_at = parse_time(data["expiresAt"])
     _update_item(view, event.work_item_id, lease=replace(
-        lease, expires_at=expires_at, renewals=lease.renewals + ((event.occurred_at, expires_at),)))
+        lease, expires_at=expires_at, renewals=lease.renewals + ((event.occurred_at, expires_at),)),
+        capability_tokens=_issue_token(item.capability_tokens, data.get("capabilityToken"), event))
+
+
+# --- capability tokens (§11.3); the rules are in capabilities.py ---------------------------
+
+def _issue_token(tokens: tuple, token: dict | None, event: Event, revoke=()) -> tuple:
+    """`tokens` with `revoke` revoked and `token` added; tokens already expired at the
+    event's time are dropped, since they can never be active again."""
+    kept = tuple({**t, "revoked": True} if t["id"] in revoke else t for t in tokens
+                 if parse_time(t["expiresAt"]) > event.occurred_at)
+    return kept + (({**token, "revoked": False},) if token else ())
+
+
+def _token_reissued(view, event, data):
+    item = view.items[event.work_item_id]
+    _update_item(view, item.id, capability_tokens=_issue_token(
+        item.capability_tokens, data["capabilityToken"], event, set(data["revokedTokenIds"])))
+
+
+def _revoke_tokens_without_lease(view, item_id):
+    # Tokens never outlive their lease: whatever closed it, every token is revoked with it.
+    item = view.items[item_id]
+    if item.live_lease is None and any(not t["revoked"] for t in item.capability_tokens):
+        _update_item(view, item_id, capability_tokens=tuple(
+            {**t, "revoked": True} for t in item.capability_tokens))
 
 
 def _close_lease(item: WorkItem, moment: datetime, reason: str) -> Lease | None:
@@ -362,6 +394,13 @@ def _ended(state):
     return mutate
 
 
+def _failed(view, event, data):
+    _ended(FAILED)(view, event, data)
+    # §11.4: from when a retry may be offered, or why none may (set by work.fail only).
+    _update_item(view, event.work_item_id, retry_at=_parse(data.get("retryAt")),
+                 retry_exhausted=data.get("exhaustedBy"))
+
+
 def _message_posted(view, event, data):
     item = view.items[event.work_item_id]
     if data["kind"] == "ambiguity":
@@ -403,7 +442,9 @@ MUTATORS = {
     "work.ownership_expired": _ownership_expired,
     "work.submitted": _submitted,
     "work.verified": _ended(VERIFIED),
-    "work.failed": _ended(FAILED),
+    "work.failed": _failed,
+    "capability.rotated": _token_reissued,
+    "capability.narrowed": _token_reissued,
     "work.cancelled": _ended(CANCELLED),
     "conversation.message_posted": _message_posted,
 }
@@ -478,6 +519,7 @@ def item_from_doc(doc: dict) -> WorkItem:
     values["depends_on"] = tuple(values["depends_on"])
     values["offer_queue"] = tuple(values["offer_queue"])
     values["open_ambiguities"] = tuple(values["open_ambiguities"])
+    values["capability_tokens"] = tuple(values.get("capability_tokens", ()))
     return WorkItem(**values)
 
 

@@ -4,11 +4,12 @@ rows. Hot path, so plain SQL (see apps/ledger/db.py)."""
 
 from django.db import connection
 
-from apps.identity.models import Agent, Membership
+from apps.identity.models import Agent, Membership, Presence
 from apps.ledger import db
 
 from . import models, state
 from .commands import Candidate, Command
+from .ranking import Presence as PresenceReport
 from .state import View
 
 ITEMS = models.WorkItem._meta.db_table
@@ -76,7 +77,8 @@ def load(group_id: str, command: Command) -> View:
     dependencies = {d for item in view.items.values() for d in item.depends_on} - set(view.items)
     more.append(_select(ITEMS, "item", group_id, _in("work_item_id", dependencies)))
     if isinstance(body.get("proposalId"), str):
-        more.append(_select(PROPOSALS, "proposal", group_id, _in("proposal_id", [body["proposalId"]])))
+        proposal = _in("proposal_id", [body["proposalId"]])
+        more.append(_select(PROPOSALS, "proposal", group_id, proposal))
     _fetch(view, *more)
     return view
 
@@ -84,6 +86,17 @@ def load(group_id: str, command: Command) -> View:
 def load_items(group_id: str, item_ids) -> View:
     view = View()
     _fetch(view, _select(ITEMS, "item", group_id, _in("work_item_id", item_ids)))
+    return view
+
+
+def load_items_and_missions(group_id: str, item_ids) -> View:
+    """Some WorkItems and their Missions in one round trip (the sweeper)."""
+    view = View()
+    items_in = _in("work_item_id", item_ids)
+    missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
+                         f"AND {items_in[0]})", [group_id, *items_in[1]])
+    _fetch(view, _select(ITEMS, "item", group_id, items_in),
+           _select(MISSIONS, "mission", group_id, missions_of_items))
     return view
 
 
@@ -97,18 +110,89 @@ def load_all(group_id: str) -> View:
     return view
 
 
-def candidates(group_id: str, command: Command) -> dict:
-    """Agent Cards and roles of the agents a work.offer names."""
-    names = command.body.get("candidates") if isinstance(command.body, dict) else None
-    if command.type != "work.offer" or not isinstance(names, list):
-        return {}
-    principals = _in("m.principal", {f"agent:{n}" for n in names if isinstance(n, str)})
+def candidates(group_id: str, command: Command, view: View | None = None) -> dict:
+    """The facts (commands.Candidate) of the agents a command may place work with:
+    work.offer's named candidates, or every worker of the Group for "auto"; the actor of
+    work.accept_offer (the capacity backstop); the pending candidates of a
+    work.decline_offer under autoDispatch (the next offer)."""
+    body = command.body if isinstance(command.body, dict) else {}
+    item = view.items.get(command.work_item_id) if view is not None else None
+    capabilities = capability_ids(item)
+    if command.type == "work.offer":
+        names = body.get("candidates")
+        if names == "auto":
+            return candidate_facts(group_id, None, capabilities)
+        if isinstance(names, list):
+            return candidate_facts(group_id, [n for n in names if isinstance(n, str)], capabilities)
+    elif command.type == "work.accept_offer" and command.agent_id:
+        return candidate_facts(group_id, [command.agent_id])
+    elif command.type == "work.decline_offer" and item is not None and item.offer_queue:
+        mission = view.missions.get(item.mission_id)
+        if mission is not None and mission.auto_dispatch:
+            return candidate_facts(group_id, item.offer_queue, capabilities)
+    return {}
+
+
+def capability_ids(item: state.WorkItem | None) -> tuple:
+    """The capability ids a WorkItem's contract requires (for reliability history)."""
+    if item is None:
+        return ()
+    return tuple(sorted({c["id"] for c in item.contract.get("capabilities", [])}))
+
+
+def candidate_facts(group_id: str, agent_ids=None, capabilities=()) -> dict:
+    """agent id -> Candidate for the Group's active agent members among `agent_ids`, or
+    for every active worker when `agent_ids` is None: roles, Agent Card, Presence,
+    current load (WorkItems owned in queued/active in any Group) and, for the given
+    capability ids, the verified/failed history in this Group. Two queries, set-based.
+    The sweeper builds its Context with this."""
+    where = ("1 = 1", []) if agent_ids is None else _in(
+        "m.principal", {f"agent:{n}" for n in agent_ids})
     rows = db.fetch(
-        f"SELECT a.id, a.card, m.roles FROM {Membership._meta.db_table} m "
+        f"SELECT a.id, a.card, m.roles, p.available_slots, p.status, p.reported_at, "
+        f"(SELECT count(*) FROM {ITEMS} w WHERE w.owner = a.id "
+        f"AND w.state IN ('queued', 'active')) "
+        f"FROM {Membership._meta.db_table} m "
         f"JOIN {Agent._meta.db_table} a ON m.principal = 'agent:' || a.id "
-        f"WHERE m.group_id = %s AND m.active AND {principals[0]}", [group_id, *principals[1]])
-    return {agent_id: Candidate(agent_id, frozenset(db.from_json(roles)), db.from_json(card))
-            for agent_id, card, roles in rows}
+        f"LEFT JOIN {Presence._meta.db_table} p ON p.agent_id = a.id "
+        f"WHERE m.group_id = %s AND m.active AND {where[0]}", [group_id, *where[1]])
+    facts = {}
+    for agent_id, card, roles, slots, status, reported_at, load in rows:
+        roles = frozenset(db.from_json(roles))
+        if agent_ids is None and "worker" not in roles:
+            continue
+        presence = None if status is None else PresenceReport(slots, status, db.aware(reported_at))
+        facts[agent_id] = (roles, db.from_json(card), presence, load)
+    history = _reliability(group_id, facts, capabilities)
+    return {agent_id: Candidate(agent_id, roles, card, presence, history.get(agent_id, {}), load)
+            for agent_id, (roles, card, presence, load) in facts.items()}
+
+
+def _reliability(group_id: str, agent_ids, capabilities) -> dict:
+    """agent id -> {capability id -> {verified, failed}}: the WorkItems of this Group each
+    agent owned last that ended verified or failed, per capability their contract required."""
+    if not agent_ids or not capabilities:
+        return {}
+    owners, caps = _in("last_owner", agent_ids), _in("capability", capabilities)
+    if db.is_postgres():
+        source = (f"SELECT w.doc->>'last_owner' AS last_owner, c->>'id' AS capability, w.state "
+                  f"FROM {ITEMS} w CROSS JOIN LATERAL "
+                  f"jsonb_array_elements(w.doc->'contract'->'capabilities') c")
+    else:
+        source = (f"SELECT json_extract(w.doc, '$.last_owner') AS last_owner, "
+                  f"json_extract(c.value, '$.id') AS capability, w.state "
+                  f"FROM {ITEMS} w, json_each(w.doc, '$.contract.capabilities') c")
+    rows = db.fetch(
+        f"SELECT last_owner, capability, state, count(*) FROM ({source} "
+        f"WHERE w.group_id = %s AND w.state IN ('verified', 'failed')) h "
+        f"WHERE {owners[0]} AND {caps[0]} GROUP BY last_owner, capability, state",
+        [group_id, *owners[1], *caps[1]])
+    history = {}
+    for owner, capability, item_state, count in rows:
+        counts = history.setdefault(owner, {}).setdefault(capability,
+                                                          {"verified": 0, "failed": 0})
+        counts[item_state] = count
+    return history
 
 
 ITEM_COLUMNS = ["mission_id", "state", "owner", "ownership_epoch", "revision", "lease_id",

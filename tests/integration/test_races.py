@@ -55,6 +55,10 @@ def race(calls, timeout=60) -> list:
     return results
 
 
+ROOMY_CARD = {"version": "1", "capabilities": [{"id": "summarize", "version": "1"}],
+              "maxConcurrency": 1000}
+
+
 class Cast:
     """A Group with a coordinator, `workers` workers and a root Mission."""
 
@@ -62,14 +66,20 @@ class Cast:
         self.world = World(slug)
         self.group_id = self.world.group.id
         self.c = self.world.agent(f"c-{slug}", roles=("coordinator",))
-        self.workers = [self.world.agent(f"w{n}-{slug}") for n in range(1, workers + 1)]
+        # Winners pile up owned items round after round; the maxConcurrency backstop on
+        # acceptance is not what these races are about, so the cards leave room for them.
+        self.workers = [self.world.agent(f"w{n}-{slug}", card=ROOMY_CARD)
+                        for n in range(1, workers + 1)]
         self.mission_id = self.c.ok("mission.create", {
             "title": "Races", "ownerId": self.c.principal,
             "coordinatorId": self.c.principal})[0]["missionId"]
 
     def authorize(self) -> str:
+        # Enough attempts and no backoff, so that a failed round can be offered again at once.
+        retry = {"maxAttempts": 100, "backoff": {"strategy": "fixed", "initialSeconds": 0,
+                                                 "maxSeconds": 0}}
         return self.c.ok("work.authorize", {"missionId": self.mission_id,
-                                            "contract": contract()})[0]["workItemId"]
+                                            "contract": contract(retry=retry)})[0]["workItemId"]
 
     def offer_urgently(self, item_id: str, workers) -> None:
         self.c.ok("work.offer", {"candidates": [w.name for w in workers], "mode": "urgent",

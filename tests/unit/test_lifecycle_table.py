@@ -40,6 +40,8 @@ BODIES = {
     "work.progress": progress(),
     "work.request_preemption": {"reason": "a critical Mission needs the slot"},
     "conversation.post": {"kind": "message", "text": "Which quarter?"},
+    "capability.rotate": {},
+    "capability.narrow": {"scopes": {"tools": []}},
 }
 
 # How the item is built so that the command's own preconditions hold in every source state
@@ -77,7 +79,7 @@ def targets(item_state: str, trigger: str) -> set:
 # moved on to (§11.5). Outside `active` no open lease exists (test_replay checks that), so
 # there such a command is always refused by fencing.
 LEASE_HOLDER_COMMANDS = ("lease.renew", "work.progress", "work.checkpoint", "work.block",
-                         "work.submit")
+                         "work.submit", "capability.rotate", "capability.narrow")
 
 PAIRS = [(s, c) for s in ITEM_STATES for c in lifecycle.ITEM_COMMANDS]
 PERMITTED = [pair for pair in PAIRS if rows_for(*pair)]

@@ -19,11 +19,21 @@ class Command(BaseCommand):
         parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
         parser.add_argument("--only", choices=["spread", "hot"])
         parser.add_argument("--json", action="store_true", help="print only the JSON result")
+        parser.add_argument("--sweep", action="store_true",
+                            help="instead: expired leases over --groups Groups swept to "
+                                 "completion, beside raw set-based SQL (apps/bench/sweep.py)")
+        parser.add_argument("--sweep-leases", type=int, default=100_000)
+        parser.add_argument("--sweepers", type=int, default=os.cpu_count() or 2,
+                            help="sweeper processes at once, like Celery workers")
+        parser.add_argument("--sweep-batch", type=int, default=None,
+                            help="WorkItems per sweep round (default MW_SWEEP_BATCH)")
 
     def handle(self, *args, **options):
         if connection.vendor != "postgresql":
             raise CommandError("mw_bench measures PostgreSQL: set DATABASE_URL")
         report = (lambda text: None) if options["json"] else self.stderr.write
+        if options["sweep"]:
+            return self._sweep(options, report)
         results = []
         for name, groups in (("spread", options["groups"]), ("hot", 1)):
             if options["only"] in (None, name):
@@ -46,3 +56,22 @@ class Command(BaseCommand):
         for name, stat in api["latency"].items():
             lines.append(f"  {name:<22} {stat['p50Ms']:>7} {stat['p99Ms']:>9}")
         return "\n".join(lines)
+
+    def _sweep(self, options, report) -> None:
+        from django.conf import settings
+
+        from apps.bench import sweep
+
+        r = sweep.scenario(options["sweep_leases"], options["groups"],
+                           options["sweep_batch"] or settings.MW_SWEEP_BATCH,
+                           options["sweepers"], report)
+        c, swept, raw = r["commands"], r["sweep"], r["raw"]
+        report(f"\nsweep: {r['leases']} expired leases over {r['groups']} Groups "
+               f"(batch {r['batch']}, {r['sweepers']} sweepers, {swept['rounds']} rounds)\n"
+               f"  sweeper        {swept['seconds']:>8} s {swept['leasesPerSecond']:>10} leases/s\n"
+               f"  raw SQL        {raw['seconds']:>8} s {raw['leasesPerSecond']:>10} leases/s\n"
+               f"  raw / sweeper  {r['rawOverSweep']:>8}x\n"
+               f"  command p99    idle {c['idle']['p99Ms']} ms, during the sweep "
+               f"{c['duringSweep']['p99Ms']} ms ({c['p99Ratio']}x; {c['path']})\n"
+               f"  verify {r['verify']['groupId']}: {r['verify']['problems'] or 'ok'}")
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))

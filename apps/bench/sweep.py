@@ -1,0 +1,277 @@
+"""mw_bench --sweep: expired leases spread over many Groups, swept to completion by
+the real sweeper, beside the raw set-based SQL doing the same updates in the same run,
+and the p99 of ordinary commands while the sweep runs against idle.
+
+Setup writes a consistent log fast: per Group, one system transaction through the
+append pipeline (`submit_system`: chained events and their projections, in
+multi-row statements) with mission.created and, per WorkItem, work.authorized,
+work.offer_accepted and work.started, all an hour in the past, so every lease has
+expired. `verify_group` checks a sample Group before and after.
+
+The sweep runs in subprocesses (`--sweepers`, from the process start to the last one
+done), as Celery workers would; the ordinary commands
+(work.authorize, signed in advance, 50 a second) go through `pipeline.submit` in this
+process, one client thread, round-robin over the same Groups, so they contend for the Group locks
+the sweeper takes. Commands are measured in-process, not through HTTP.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from datetime import timedelta
+
+import psycopg
+from django.conf import settings
+from django.utils import timezone
+
+from apps.identity import registry
+from apps.identity.principals import Principal
+from apps.ledger import pipeline
+from apps.ledger.models import Event, Group
+from apps.ledger.verify import verify_group
+from apps.work import models as work_models
+from apps.work.commands import Draft, derive_id
+from apps.work.state import View
+from mission_weave.protocol.timefmt import format_time
+
+from .harness import percentile
+from .lifecycle import Agent, contract
+
+
+def _drafts(leases: int, worker: str, setup_at, expires_at: str) -> list:
+    """mission.created, then authorized -> accepted -> started for `leases` WorkItems."""
+    drafts = [Draft("mission.created", {"missionId": "m", "title": "sweep bench",
+                                        "ownerId": "user:bench", "coordinatorId": "agent:bench",
+                                        "budgets": {}, "autoDispatch": False}, "m")]
+    start_by = format_time(setup_at + timedelta(hours=1))
+    for k in range(leases):
+        item = f"wi-{k}"
+        lease = derive_id("lease", item)
+        drafts += [
+            Draft("work.authorized", {"workItemId": item, "proposalId": None,
+                                      "contract": {**contract(), "revision": 1}}, "m", item),
+            Draft("work.offer_accepted", {"agentId": worker, "ownershipEpoch": 1,
+                                          "startBy": start_by, "withdrawn": [],
+                                          "contractRevision": 1}, "m", item),
+            Draft("work.started", {"leaseId": lease, "expiresAt": expires_at,
+                                   "ownershipEpoch": 1, "agentId": worker, "sessionEpoch": 1,
+                                   "attempt": 1}, "m", item),
+        ]
+    return drafts
+
+
+def prepare(run: str, leases: int, group_count: int, setup_at) -> list:
+    groups = [registry.create_group(f"sweep-{run}-{i}")[0].id for i in range(group_count)]
+    expires_at = format_time(setup_at + timedelta(seconds=60))
+    for index, group_id in enumerate(groups):
+        share = leases // group_count + (1 if index < leases % group_count else 0)
+        drafts = _drafts(share, f"bw-{run}", setup_at, expires_at)
+        pipeline.submit_system(group_id, lambda view, d=drafts: d, setup_at, lambda g: View())
+    return groups
+
+
+RAW_SCHEMA = """
+CREATE SCHEMA IF NOT EXISTS mw_bench_sweep;
+DROP TABLE IF EXISTS mw_bench_sweep.grp, mw_bench_sweep.item, mw_bench_sweep.event;
+CREATE TABLE mw_bench_sweep.grp AS SELECT id, head_sequence, head_hash FROM {groups}
+    WHERE id = ANY(%(groups)s);
+ALTER TABLE mw_bench_sweep.grp ADD PRIMARY KEY (id);
+CREATE TABLE mw_bench_sweep.item AS SELECT group_id, work_item_id, state, owner, lease_id,
+    lease_expires_at, doc FROM {items} WHERE group_id = ANY(%(groups)s);
+ALTER TABLE mw_bench_sweep.item ADD PRIMARY KEY (group_id, work_item_id);
+CREATE INDEX ON mw_bench_sweep.item (lease_expires_at);
+CREATE TABLE mw_bench_sweep.event (group_id text NOT NULL, sequence bigint NOT NULL,
+    event_id text NOT NULL, type text NOT NULL, occurred_at timestamptz NOT NULL,
+    actor text NOT NULL, command_id text NOT NULL, mission_id text, work_item_id text,
+    revision integer, data jsonb NOT NULL, prev_hash text NOT NULL, hash text NOT NULL,
+    UNIQUE (group_id, sequence));
+ANALYZE mw_bench_sweep.item;
+"""
+
+# Per Group, one transaction: lock the Group, one UPDATE of its expired leases (closing
+# the lease and clearing the owner in the document too), one INSERT of two events each.
+RAW_SWEEP = """
+WITH due AS (
+    SELECT work_item_id, lease_id, owner FROM mw_bench_sweep.item
+    WHERE group_id = %(group)s AND state = 'active' AND lease_expires_at <= %(now)s
+    FOR UPDATE),
+expired AS (
+    UPDATE mw_bench_sweep.item i SET owner = NULL, lease_id = NULL, lease_expires_at = NULL,
+        doc = jsonb_set(jsonb_set(i.doc, '{owner}', 'null'), '{lease,closedAt}',
+                        to_jsonb(%(at)s::text))
+    FROM due WHERE i.group_id = %(group)s AND i.work_item_id = due.work_item_id),
+numbered AS (
+    SELECT due.*, kind.type, row_number() OVER (ORDER BY due.work_item_id, kind.n) AS n
+    FROM due CROSS JOIN (VALUES (1, 'lease.expired'), (2, 'work.ownership_expired'))
+    AS kind (n, type))
+INSERT INTO mw_bench_sweep.event SELECT %(group)s, %(head)s + n, md5(%(group)s || n),
+    type, %(now)s, 'system', 'raw', 'm', work_item_id, 0,
+    CASE WHEN n %% 2 = 1 THEN jsonb_build_object('leaseId', lease_id, 'reason', 'timeout')
+         ELSE jsonb_build_object('agentId', owner, 'ownershipEpoch', 1, 'reason', 'lease') END,
+    'sha256:x', 'sha256:x'
+FROM numbered
+"""
+
+
+def _dsn() -> str:
+    db = settings.DATABASES["default"]
+    return (f"host={db['HOST'] or '127.0.0.1'} port={db['PORT'] or 5432} dbname={db['NAME']} "
+            f"user={db['USER']}" + (f" password={db['PASSWORD']}" if db["PASSWORD"] else ""))
+
+
+def run_raw(groups: list, now) -> dict:
+    with psycopg.connect(_dsn(), autocommit=True) as connection:
+        schema = RAW_SCHEMA.format(groups=Group._meta.db_table,
+                                   items=work_models.WorkItem._meta.db_table)
+        for statement in filter(str.strip, schema.split(";")):
+            connection.execute(statement, {"groups": groups} if "%(" in statement else None)
+    events = 0
+    with psycopg.connect(_dsn()) as connection:
+        started = time.perf_counter()
+        for group_id in groups:
+            with connection.transaction():
+                head = connection.execute(
+                    "SELECT head_sequence FROM mw_bench_sweep.grp WHERE id = %s FOR UPDATE",
+                    (group_id,)).fetchone()[0]
+                inserted = connection.execute(RAW_SWEEP, {
+                    "group": group_id, "now": now, "at": format_time(now),
+                    "head": head}).rowcount
+                connection.execute("UPDATE mw_bench_sweep.grp SET head_sequence = %s, "
+                                   "head_hash = 'sha256:x' WHERE id = %s",
+                                   (head + inserted, group_id))
+                events += inserted
+        elapsed = time.perf_counter() - started
+    with psycopg.connect(_dsn(), autocommit=True) as connection:
+        connection.execute("DROP SCHEMA mw_bench_sweep CASCADE")
+    return {"leases": events // 2, "events": events, "seconds": round(elapsed, 3),
+            "leasesPerSecond": round(events / 2 / elapsed, 1)}
+
+
+SWEEP_TO_COMPLETION = """
+import json, os, sys, time
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mission_weave.settings")
+import django
+django.setup()
+from apps.work import sweeper
+from mission_weave.protocol.timefmt import parse_time
+now, limit = parse_time(sys.argv[1]), int(sys.argv[2])
+total, rounds = {}, 0
+began = time.time()
+while True:
+    result = sweeper.sweep(now=now, limit=limit)
+    rounds += 1
+    for key, value in result.items():
+        total[key] = total.get(key, 0) + value
+    if result["expiredLeases"] + result["expiredOwnerships"] == 0 and not result["skippedGroups"]:
+        break
+total.update(began=began, ended=time.time(), rounds=rounds)
+print(json.dumps(total))
+"""
+
+
+PACE = 0.02  # seconds between ordinary commands: 50 a second
+
+
+class Commands:
+    """Ordinary commands (work.authorize) through pipeline.submit, one client thread."""
+
+    def __init__(self, run: str, groups: list, count: int):
+        self.agent = Agent(f"bsc-{run}", [Group.objects.get(id=g) for g in groups],
+                           ["coordinator"])
+        self.principal = Principal(f"agent:{self.agent.name}", self.agent.session_epoch)
+        self.groups = groups
+        self.envelopes = [json.loads(self.agent.command(
+            groups[k % len(groups)], "work.authorize",
+            {"missionId": "m", "contract": contract()})[1]) for k in range(count)]
+        self.next = 0
+
+    def measure(self, until=None, count: int | None = None) -> list:
+        """Latencies (s) of commands sent at a steady PACE: `count` of them, or while
+        `until()` is false. Paced, not back to back, so that the client does not take a
+        core of its own from the sweep it is measuring beside."""
+        samples = []
+        due = time.perf_counter()
+        while self.next < len(self.envelopes):
+            due += PACE
+            time.sleep(max(0.0, due - time.perf_counter()))
+            if count is not None and len(samples) >= count:
+                break
+            if until is not None and until():
+                break
+            envelope = self.envelopes[self.next]
+            self.next += 1
+            started = time.perf_counter()
+            answer = pipeline.submit(envelope["groupId"], envelope, self.principal)
+            samples.append(time.perf_counter() - started)
+            assert answer.status == 200, answer.body
+        return samples
+
+
+def _latency(samples: list) -> dict:
+    return {"commands": len(samples), "p50Ms": round(percentile(samples, 0.5) * 1000, 2),
+            "p99Ms": round(percentile(samples, 0.99) * 1000, 2)}
+
+
+def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -> dict:
+    run = uuid.uuid4().hex[:8]
+    setup_at = timezone.now() - timedelta(hours=1)
+    report(f"[sweep] writing {leases} expired leases over {group_count} Groups...")
+    started = time.perf_counter()
+    groups = prepare(run, leases, group_count, setup_at)
+    setup_seconds = round(time.perf_counter() - started, 1)
+    sample = groups[0]
+    assert verify_group(sample) == [], "the prepared log does not verify"
+    now = timezone.now()
+
+    report(f"[sweep] raw set-based SQL baseline (set up in {setup_seconds} s)...")
+    raw = run_raw(groups, now)
+
+    commands = Commands(run, groups, 6000)
+    report("[sweep] ordinary commands, idle...")
+    idle = _latency(commands.measure(count=500))
+
+    report(f"[sweep] sweeping to completion (batch {batch}, {sweepers} sweeper process(es)) "
+           "while commands run...")
+    processes = [subprocess.Popen([sys.executable, "-c", SWEEP_TO_COMPLETION, format_time(now),
+                                   str(batch)], cwd=settings.BASE_DIR, env=dict(os.environ),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for _ in range(sweepers)]
+    busy = []
+    client = threading.Thread(target=lambda: busy.extend(commands.measure(
+        until=lambda: all(p.poll() is not None for p in processes))))
+    client.start()
+    outputs = [p.communicate() for p in processes]
+    client.join()
+    for process, (_, err) in zip(processes, outputs):
+        if process.returncode != 0:
+            raise RuntimeError("the sweep failed: " + err[-2000:])
+    # From the first sweep's start to the last one's end: process start-up is not sweeping.
+    results = [json.loads(out) for out, _ in outputs]
+    swept = {"seconds": max(r["ended"] for r in results) - min(r["began"] for r in results)}
+    for result in results:
+        for key, value in result.items():
+            if key not in ("began", "ended"):
+                swept[key] = swept.get(key, 0) + value
+    during = _latency(busy)
+
+    problems = verify_group(sample)
+    expired = Event.objects.filter(group_id=sample, type="lease.expired").count()
+    ratio = raw["leasesPerSecond"] / (swept["expiredLeases"] / swept["seconds"])
+    return {
+        "scenario": "sweep", "groups": group_count, "leases": leases, "batch": batch,
+        "sweepers": sweepers, "groupChunk": settings.MW_SWEEP_GROUP_CHUNK,
+        "setupSeconds": setup_seconds,
+        "sweep": {"leases": swept["expiredLeases"], "ownerships": swept["expiredOwnerships"],
+                  "rounds": swept["rounds"], "skippedGroups": swept["skippedGroups"],
+                  "seconds": round(swept["seconds"], 3),
+                  "leasesPerSecond": round(swept["expiredLeases"] / swept["seconds"], 1)},
+        "raw": raw, "rawOverSweep": round(ratio, 2),
+        "commands": {"idle": idle, "duringSweep": during,
+                     "p99Ratio": round(during["p99Ms"] / idle["p99Ms"], 2),
+                     "path": "pipeline.submit in-process (no HTTP)"},
+        "verify": {"groupId": sample, "leaseExpiredEvents": expired, "problems": problems},
+    }

@@ -1,0 +1,79 @@
+"""What the sweeper decides for itself when a deadline passes (§10.2, §11.3, §11.5).
+
+Pure, like `commands.decide`: the view is one Group's due WorkItems (and their
+Missions) as read under the Group lock, and `context.now` is the only time used, so a
+stale candidate list from the shell is harmless: an item that was renewed, started,
+accepted or already fenced since it was selected yields nothing here.
+
+Offer expiry itself appends nothing (§10.2); only automatic dispatch of the next
+candidate does, and that decision belongs to `dispatch.redispatch`.
+"""
+
+from .commands import Context, Draft
+from .state import ACTIVE, BLOCKED, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
+
+LEASE_EXPIRED, OWNERSHIP_EXPIRED = "lease.expired", "work.ownership_expired"
+
+
+def _draft(item: WorkItem, type_: str, data: dict) -> Draft:
+    return Draft(type_, data, item.mission_id, item.id)
+
+
+def _ownership_expired(item: WorkItem, reason: str) -> Draft:
+    return _draft(item, OWNERSHIP_EXPIRED, {"agentId": item.owner,
+                                            "ownershipEpoch": item.ownership_epoch,
+                                            "reason": reason})
+
+
+def expire(item: WorkItem, now) -> list:
+    """Fence an owner whose deadline passed: the lease of active work (timeout), the
+    start-by deadline of queued work, the blocked lease of blocked work. The same
+    boundaries as `fencing`: at `expires_at` a renewal is already refused."""
+    lease = item.live_lease
+    if item.state == ACTIVE and lease is not None and now >= lease.expires_at:
+        drafts = [_draft(item, LEASE_EXPIRED, {"leaseId": lease.id, "reason": "timeout"})]
+        if item.owner is not None:
+            drafts.append(_ownership_expired(item, "lease"))
+        return drafts
+    if item.owner is None:
+        return []
+    if item.state == QUEUED and item.start_by is not None and now >= item.start_by:
+        return [_ownership_expired(item, "start_by")]
+    if item.state == BLOCKED and item.blocked_until is not None and now >= item.blocked_until:
+        return [_ownership_expired(item, "blocked_lease")]
+    return []
+
+
+def wants_dispatch(view: View, item: WorkItem, now) -> bool:
+    """An offered item whose unanswered offers all expired, or a failed item whose retry
+    backoff ran out, in an active Mission that asked for automatic dispatch."""
+    mission = view.missions.get(item.mission_id)
+    if mission is None or not mission.auto_dispatch or mission.state != MISSION_ACTIVE:
+        return False
+    if item.state == OFFERED:
+        unanswered = [o for o in item.offers if o.status == "live"]
+        return bool(unanswered) and not any(o.is_live(now) for o in unanswered)
+    if item.state == FAILED:
+        return item.retry_at is not None and now >= item.retry_at
+    return False
+
+
+def decide(view: View, context: Context, redispatch=None) -> list:
+    """Every draft the sweep appends for the WorkItems in `view`, in item id order.
+    `redispatch(view, item, context)` offers the next candidate; without it (no
+    automatic dispatch available) expired offers and due retries are left alone."""
+    drafts = []
+    for item_id in sorted(view.items):
+        item = view.items[item_id]
+        drafts += expire(item, context.now)
+        if redispatch is not None and wants_dispatch(view, item, context.now):
+            drafts += redispatch(view, item, context)
+    return drafts
+
+
+def counts(events) -> dict:
+    """The sweep's answer for what it appended (event documents or Drafts)."""
+    types = [e["type"] if isinstance(e, dict) else e.type for e in events]
+    return {"expiredLeases": types.count(LEASE_EXPIRED),
+            "expiredOwnerships": types.count(OWNERSHIP_EXPIRED),
+            "redispatched": types.count("work.offered")}

@@ -1,0 +1,324 @@
+"""The sweeper on PostgreSQL (apps/work/sweeper.py), every deadline rule driven by
+time-machine: the server reads django.utils.timezone.now(), frozen here with tick=False.
+
+Lease timeout -> lease.expired + work.ownership_expired; missed start-by and run-out
+blocked leases -> work.ownership_expired; offer expiry appends nothing (§10.2); a late
+result after expiry is refused, kept for audit, and never completes the item (§11.5).
+"""
+
+import io
+import json
+import os
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from urllib.parse import urlsplit
+
+import pytest
+import time_machine
+from django.conf import settings as django_settings
+from django.core.management import call_command
+
+from apps.ledger.models import Event
+from apps.ledger.verify import verify_group
+from apps.work import sweeper, tasks
+from mission_weave.protocol.timefmt import parse_time
+from tests.support import Scenario, contract, evidence, now
+
+NOTHING = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0}
+
+
+@pytest.fixture
+def clock():
+    with time_machine.travel(now(), tick=False) as traveller:
+        yield traveller
+
+
+@pytest.fixture
+def s(db, clock, settings):
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    return Scenario()
+
+
+def later(clock, seconds: float) -> None:
+    clock.shift(timedelta(seconds=seconds))
+
+
+def events_after(s: Scenario, head: int) -> list:
+    response = s.c.get(f"events?after={head}")
+    assert response.status_code == 200, response.json()
+    return response.json()["events"]
+
+
+def counted(result: dict) -> dict:
+    return {key: result[key] for key in NOTHING}
+
+
+def test_an_expired_lease_is_swept_and_the_item_offered_again_under_a_higher_epoch(s, clock):
+    item_id, started = s.running(s.w1)
+    head = s.world.head
+
+    later(clock, 299)
+    assert counted(sweeper.sweep()) == NOTHING
+    later(clock, 1)  # exactly at expiresAt: a renewal is already refused, so it expires
+    result = sweeper.sweep()
+
+    assert counted(result) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+    assert result["groups"] == 1
+    expired, fenced = events_after(s, head)
+    assert (expired["type"], expired["actor"], expired["data"]) == (
+        "lease.expired", "system", {"leaseId": started["leaseId"], "reason": "timeout"})
+    assert (fenced["type"], fenced["data"]) == ("work.ownership_expired", {
+        "agentId": s.w1.name, "ownershipEpoch": 1, "reason": "lease"})
+    item = s.item(item_id)
+    assert (item["state"], item["owner"], item["lease"]) == ("active", None, None)
+
+    # The expired owner is already fenced: the new offer appends only work.offered.
+    assert [e["type"] for e in s.offer(item_id, s.w2)] == ["work.offered"]
+    assert s.accept(item_id, s.w2)["ownershipEpoch"] == 2
+    assert s.start(item_id, s.w2)["ownershipEpoch"] == 2
+    assert verify_group(s.world.group.id) == []
+
+
+def test_a_renewed_lease_is_not_swept(s, clock):
+    item_id, _ = s.running(s.w1)
+    later(clock, 200)
+    s.w1.ok("lease.renew", {}, **s.lease_fields(item_id))
+    later(clock, 200)
+    head = s.world.head
+    assert counted(sweeper.sweep()) == NOTHING
+    assert s.world.head == head
+    assert s.item(item_id)["lease"] is not None
+
+
+def test_a_late_submit_after_expiry_is_refused_and_kept_for_audit(s, clock):
+    item_id, _ = s.running(s.w1)
+    fields = s.lease_fields(item_id)
+    later(clock, 301)
+    sweeper.sweep()
+    head = s.world.head
+
+    response = s.w1.send("work.submit", {"contractRevision": 1,
+                                         "evidence": [evidence(["ac1", "ac2"])]}, **fields)
+
+    assert response.status_code == 409
+    assert response.json()["error"]["code"] in ("LEASE_EXPIRED", "STALE_LEASE")
+    assert s.world.head == head
+    assert s.item(item_id)["state"] == "active"
+    audit = s.c.get(f"work-items/{item_id}/audit").json()
+    assert [r["type"] for r in audit["refusedCommands"]] == ["work.submit"]
+    assert verify_group(s.world.group.id) == []
+
+
+def test_a_missed_start_by_deadline_expires_ownership(s, clock):
+    item_id = s.authorize()
+    s.offer(item_id, s.w1)
+    accepted = s.accept(item_id, s.w1)
+    head = s.world.head
+
+    later(clock, (parse_time(accepted["startBy"]) - now()).total_seconds())
+    assert counted(sweeper.sweep()) == {**NOTHING, "expiredOwnerships": 1}
+
+    (fenced,) = events_after(s, head)
+    assert (fenced["type"], fenced["data"]) == ("work.ownership_expired", {
+        "agentId": s.w1.name, "ownershipEpoch": 1, "reason": "start_by"})
+    response = s.w1.send("work.start", {}, workItemId=item_id, ownershipEpoch=1)
+    assert response.json()["error"]["code"] == "STALE_OWNERSHIP"
+    s.offer(item_id, s.w2)
+    assert s.accept(item_id, s.w2)["ownershipEpoch"] == 2
+    assert verify_group(s.world.group.id) == []
+
+
+def test_a_run_out_blocked_lease_expires_ownership_and_unblock_reopens(s, clock):
+    item_id, _ = s.running(s.w1)
+    s.w1.ok("work.block", {"checkpoint": {"phase": "waiting"}, "requiredResolution": "figures",
+                           "blockedLeaseSeconds": 60}, **s.lease_fields(item_id))
+    head = s.world.head
+
+    later(clock, 60)
+    assert counted(sweeper.sweep()) == {**NOTHING, "expiredOwnerships": 1}
+
+    (fenced,) = events_after(s, head)
+    assert fenced["data"]["reason"] == "blocked_lease"
+    assert s.item(item_id)["owner"] is None
+    unblocked = s.c.ok("work.unblock", {"resolution": "figures arrived"}, workItemId=item_id)
+    assert unblocked[0]["data"]["next"] == "open"
+    assert s.item(item_id)["state"] == "open"
+    assert verify_group(s.world.group.id) == []
+
+
+def test_offer_expiry_appends_nothing(s, clock):
+    item_id = s.authorize()
+    s.offer(item_id, s.w1, seconds=60)
+    head = s.world.head
+
+    later(clock, 61)
+    assert counted(sweeper.sweep()) == NOTHING
+
+    assert s.world.head == head
+    assert s.item(item_id)["state"] == "offered"
+    response = s.w1.send("work.accept_offer", {"contractRevision": 1}, workItemId=item_id)
+    assert response.json()["error"]["code"] == "OFFER_NOT_LIVE"
+
+
+def test_sweeping_twice_appends_once(s, clock):
+    s.running(s.w1)
+    later(clock, 301)
+    first = sweeper.sweep()
+    head = s.world.head
+    second = sweeper.sweep()
+    assert counted(first) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+    assert counted(second) == NOTHING
+    assert s.world.head == head
+
+
+def test_a_sweep_takes_at_most_its_limit(s, clock):
+    items = [s.running(s.w1)[0] for _ in range(3)]
+    later(clock, 301)
+
+    assert sweeper.sweep(limit=2)["expiredLeases"] == 2
+    assert sweeper.sweep(limit=2)["expiredLeases"] == 1
+    assert sweeper.sweep(limit=2)["expiredLeases"] == 0
+    assert all(s.item(i)["lease"] is None for i in items)
+    assert verify_group(s.world.group.id) == []
+
+
+def test_the_due_query_sees_only_what_is_due(s, clock):
+    running, _ = s.running(s.w1)
+    queued = s.authorize()
+    s.offer(queued, s.w2)
+    s.accept(queued, s.w2)
+    group_id = s.world.group.id
+
+    assert sweeper.due(now(), 100) == []
+    later(clock, 301)
+    assert sweeper.due(now(), 100) == [(group_id, running)]
+    later(clock, 600)
+    assert sweeper.due(now(), 100) == [(group_id, running), (group_id, queued)]
+
+
+def test_mw_sweep_prints_its_counts_as_json(s, clock):
+    s.running(s.w1)
+    later(clock, 301)
+    out = io.StringIO()
+    call_command("mw_sweep", stdout=out)
+    result = json.loads(out.getvalue())
+    assert counted(result) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+    assert set(result) >= {"groups", "skippedGroups"}
+
+
+def test_the_celery_task_runs_the_same_sweep(s, clock):
+    s.running(s.w1)
+    later(clock, 301)
+    result = tasks.sweep.apply().get()
+    assert counted(result) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+
+
+def test_beat_schedules_the_sweep_every_interval(settings):
+    entry = settings.CELERY_BEAT_SCHEDULE["sweep"]
+    assert entry["task"] == tasks.sweep.name
+    assert entry["schedule"] == settings.MW_SWEEP_INTERVAL_SECONDS
+
+
+def test_an_expired_sequential_offer_moves_to_the_next_candidate_under_auto_dispatch(s, clock):
+    mission_id = s.c.ok("mission.create", {
+        "title": "auto", "ownerId": s.owner.principal, "coordinatorId": s.c.principal,
+        "autoDispatch": True})[0]["missionId"]
+    item_id = s.c.ok("work.authorize", {"missionId": mission_id, "contract": contract()})[0][
+        "workItemId"]
+    s.offer(item_id, s.w1, s.w2, seconds=60)
+    head = s.world.head
+
+    later(clock, 60)
+    result = sweeper.sweep()
+
+    assert counted(result) == {**NOTHING, "redispatched": 1}
+    (offered,) = events_after(s, head)
+    assert (offered["type"], offered["actor"]) == ("work.offered", "system")
+    assert [o["agentId"] for o in offered["data"]["offers"]] == [s.w2.name]
+    assert counted(sweeper.sweep()) == NOTHING
+    assert s.accept(item_id, s.w2)["ownershipEpoch"] == 1
+    assert verify_group(s.world.group.id) == []
+
+
+# --- a real Celery worker with beat sweeps on its own -----------------------------------------
+
+def celery_env(tmp_path) -> dict:
+    """The worker's environment: this test database, a Redis DB of its own, 1 s beat."""
+    database = django_settings.DATABASES["default"]
+    url = (f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@"
+           f"{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/{database['NAME']}")
+    redis = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
+    broker = f"{redis.scheme}://{redis.netloc}/{os.environ.get('MW_TEST_CELERY_REDIS_DB', '15')}"
+    return {**os.environ, "DATABASE_URL": url, "REDIS_URL": broker,
+            "MW_SWEEP_INTERVAL_SECONDS": "1", "MW_DATA_DIR": str(tmp_path)}
+
+
+@pytest.mark.slow
+def test_a_real_celery_worker_with_beat_sweeps_an_expired_lease(transactional_db, tmp_path):
+    s = Scenario()
+    item_id = s.authorize()
+    s.offer(item_id, s.w1)
+    s.accept(item_id, s.w1)
+    s.w1.ok("work.start", {"leaseSeconds": 1}, workItemId=item_id, ownershipEpoch=1)
+
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "mission_weave.celery", "worker", "--beat",
+         "-l", "warning", "--concurrency", "1", "--schedule", str(tmp_path / "beat")],
+        cwd=django_settings.BASE_DIR, env=celery_env(tmp_path),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 20
+        while s.item(item_id)["lease"] is not None:
+            assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
+            assert time.monotonic() < deadline, "no sweep within 20 s"
+            time.sleep(0.3)
+    finally:
+        worker.terminate()
+        worker.wait(timeout=20)
+
+    expired = Event.objects.filter(group_id=s.world.group.id, type="lease.expired")
+    assert list(expired.values_list("actor", "work_item_id")) == [("system", item_id)]
+    assert s.item(item_id)["owner"] is None
+    assert verify_group(s.world.group.id) == []
+
+
+def test_a_large_group_is_swept_in_one_transaction_of_many_slices(db, settings, monkeypatch):
+    """Thousands of events of one Group: row-by-row statements (db.Many) and several
+    statement slices in one transaction, still one gapless chain that verifies."""
+    from apps.bench import sweep as bench
+    from apps.ledger import pipeline
+
+    (group_id,) = bench.prepare("t", 150, 1, now() - timedelta(hours=1))
+    settings.MW_SWEEP_GROUP_CHUNK = 1000
+    monkeypatch.setattr(pipeline, "SYSTEM_SLICE", 64)
+
+    result = sweeper.sweep()
+
+    assert counted(result) == {**NOTHING, "expiredLeases": 150, "expiredOwnerships": 150}
+    assert result["groups"] == 1
+    assert Event.objects.filter(group_id=group_id, actor="system",
+                                type="lease.expired").count() == 150
+    assert verify_group(group_id) == []
+    assert sweeper.due(now(), 1000) == []
+
+
+@pytest.mark.slow
+def test_the_in_process_sweeper_of_the_embedded_mode_sweeps_and_stops(transactional_db):
+    s = Scenario()
+    item_id = s.authorize()
+    s.offer(item_id, s.w1)
+    s.accept(item_id, s.w1)
+    s.w1.ok("work.start", {"leaseSeconds": 1}, workItemId=item_id, ownershipEpoch=1)
+
+    background = sweeper.InProcessSweeper(interval=0.2).start()
+    try:
+        deadline = time.monotonic() + 10
+        while s.item(item_id)["lease"] is not None:
+            assert time.monotonic() < deadline, "no sweep within 10 s"
+            time.sleep(0.1)
+    finally:
+        background.stop()
+    assert not background._thread.is_alive()
+    assert verify_group(s.world.group.id) == []
