@@ -181,8 +181,8 @@ MW_SWEEP_INTERVAL_SECONDS = envint("MW_SWEEP_INTERVAL_SECONDS", 5)
 MW_SWEEP_BATCH = envint("MW_SWEEP_BATCH", 5000)
 # Most WorkItems of one Group per sweep transaction: bounds how long commands wait.
 MW_SWEEP_GROUP_CHUNK = envint("MW_SWEEP_GROUP_CHUNK", 100)
-# Embedded mode has no beat: the ASGI process sweeps in a thread of its own.
-MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", MW_EMBEDDED)
+# Embedded mode without Redis has no beat: the ASGI process sweeps in a thread of its own.
+MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", MW_EMBEDDED and not REDIS_URL)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "apps.work.tasks.sweep", "schedule": MW_SWEEP_INTERVAL_SECONDS,
               # A round not started within an interval is superseded by the next one.

@@ -19,7 +19,10 @@ fi
 
 # Both run in the background so that a signal to this script is handled at once (bash
 # defers traps while a foreground child runs); the EXIT trap stops whichever is left.
-celery -A mission_weave.celery worker --beat -l info &
+# Beat's schedule file lives with the other local data, not in the working tree.
+mkdir -p "${MW_DATA_DIR:-.mw}"
+celery -A mission_weave.celery worker --beat -l info \
+    --schedule "${MW_DATA_DIR:-.mw}/celerybeat-schedule" &
 celery_pid=$!
 # Several daphne processes share one socket: HTTP throughput grows with processes.
 python -m mission_weave.serve --workers "${MW_WEB_WORKERS:-2}" --port "$PORT" &

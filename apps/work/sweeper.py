@@ -11,6 +11,7 @@ accepted in between yields nothing. Bounded: at most `limit` items per run.
 """
 
 import logging
+import random
 import threading
 from collections import defaultdict
 from dataclasses import replace
@@ -87,7 +88,7 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
     result = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0, "groups": 0,
               "skippedGroups": 0, "failedGroups": 0}
     chunk = settings.MW_SWEEP_GROUP_CHUNK
-    for group_id in sorted(by_group):  # a fixed order, like every multi-Group walk
+    for group_id in _walk(by_group):
         item_ids = by_group[group_id]
         try:
             # A Group's commands wait while its lock is held: take its items a chunk per
@@ -106,6 +107,16 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
             continue
         result["skippedGroups" if events is None else "groups"] += 1
     return result
+
+
+def _walk(by_group: dict) -> list:
+    """The Groups in id order, from a random one on. A sweep holds one Group lock at a
+    time and never waits for one, so no fixed order is needed against deadlock; a random
+    start spreads concurrent sweepers over different Groups instead of having them
+    queue for (and skip) the same ones."""
+    groups = sorted(by_group)
+    start = random.randrange(len(groups)) if groups else 0
+    return groups[start:] + groups[:start]
 
 
 class _GroupRound:

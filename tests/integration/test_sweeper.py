@@ -2,8 +2,11 @@
 time-machine: the server reads django.utils.timezone.now(), frozen here with tick=False.
 
 Lease timeout -> lease.expired + work.ownership_expired; missed start-by and run-out
-blocked leases -> work.ownership_expired; offer expiry appends nothing (§10.2); a late
-result after expiry is refused, kept for audit, and never completes the item (§11.5).
+blocked leases -> work.ownership_expired; offer expiry appends nothing (§10.2), unless
+the Mission asks for automatic dispatch, as does a failed item whose backoff ran out; a
+late result after expiry is refused, kept for audit, and never completes the item (§11.5).
+Then the same sweep through mw_sweep, Celery (eager, and a real worker with beat) and
+the embedded in-process thread.
 """
 
 import io
@@ -321,4 +324,30 @@ def test_the_in_process_sweeper_of_the_embedded_mode_sweeps_and_stops(transactio
     finally:
         background.stop()
     assert not background._thread.is_alive()
+    assert verify_group(s.world.group.id) == []
+
+
+def test_a_failed_item_is_offered_again_once_its_backoff_ran_out(s, clock):
+    mission_id = s.c.ok("mission.create", {
+        "title": "auto", "ownerId": s.owner.principal, "coordinatorId": s.c.principal,
+        "autoDispatch": True})[0]["missionId"]
+    item_id = s.c.ok("work.authorize", {"missionId": mission_id, "contract": contract()})[0][
+        "workItemId"]
+    s.offer(item_id, s.w1, s.w2)
+    s.accept(item_id, s.w1)
+    s.start(item_id, s.w1)
+    failed = s.w1.ok("work.fail", {"evidence": [evidence(["ac1"], result="tool crashed")]},
+                     **s.lease_fields(item_id))[-1]
+    retry_at = parse_time(failed["data"]["retryAt"])
+    head = s.world.head
+
+    later(clock, (retry_at - now()).total_seconds() - 1)
+    assert counted(sweeper.sweep()) == NOTHING
+    later(clock, 1)
+    assert counted(sweeper.sweep()) == {**NOTHING, "redispatched": 1}
+
+    (offered,) = events_after(s, head)
+    assert (offered["type"], offered["actor"]) == ("work.offered", "system")
+    assert s.item(item_id)["state"] == "offered"
+    assert counted(sweeper.sweep()) == NOTHING
     assert verify_group(s.world.group.id) == []
