@@ -9,6 +9,7 @@ the lease id, are derived here the same way), so the clients only send bytes.
 import json
 import time
 import uuid
+from collections import defaultdict
 from datetime import timedelta
 
 import psycopg
@@ -27,8 +28,6 @@ from .harness import Client, latency_summary, run_together, server
 
 CARD = {"version": "1", "capabilities": [{"id": "bench", "version": "1"}],
         "maxConcurrency": 1000}
-STEPS = ("work.authorize", "work.offer", "work.accept_offer", "work.start", "work.submit",
-         "work.accept_result")
 
 
 def contract() -> dict:
@@ -65,7 +64,8 @@ class Agent:
         return envelope["id"], json.dumps(sign(envelope, self.key, self.key_id)).encode()
 
 
-def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
+def cast(run: str, group_count: int, clients: int) -> tuple[list, Agent, list]:
+    """Groups with a Mission `m`, one coordinator and a worker per client thread."""
     groups = [registry.create_group(f"bench-{run}-{i}")[0] for i in range(group_count)]
     coordinator = Agent(f"bc-{run}", groups, ["coordinator"])
     workers = [Agent(f"bw-{run}-{t}", groups, ["worker"]) for t in range(clients)]
@@ -73,27 +73,44 @@ def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
         _id, body = coordinator.command(group.id, "mission.create", {
             "missionId": "m", "title": "bench", "ownerId": "user:bench",
             "coordinatorId": f"agent:{coordinator.name}"})
-        answer = pipeline.submit(group.id, json.loads(body),
-                                 Principal(f"agent:{coordinator.name}", coordinator.session_epoch))
-        assert answer.status == 200, answer.body
+        submit_here(coordinator, group.id, body)
+    return groups, coordinator, workers
+
+
+def submit_here(agent: Agent, group_id: str, payload: bytes) -> dict:
+    """Run a prepared command in this process (for setup, not for measuring)."""
+    answer = pipeline.submit(group_id, json.loads(payload),
+                             Principal(f"agent:{agent.name}", agent.session_epoch))
+    assert answer.status == 200, answer.body
+    return answer.body
+
+
+def start_steps(coordinator: Agent, worker: Agent, group_id: str, item: str) -> list:
+    """The commands that take a new WorkItem to `active`: [(agent, type, command id, bytes)]."""
+    expires = format_time(timezone.now() + timedelta(hours=1))
+    steps = [
+        (coordinator, "work.authorize", {"workItemId": item, "missionId": "m",
+                                         "contract": contract()}, {}),
+        (coordinator, "work.offer", {"candidates": [worker.name], "mode": "sequential",
+                                     "expiresAt": expires}, {"workItemId": item}),
+        (worker, "work.accept_offer", {"contractRevision": 1}, {"workItemId": item}),
+        (worker, "work.start", {}, {"workItemId": item, "ownershipEpoch": 1}),
+    ]
+    return [(agent, type_, *agent.command(group_id, type_, body, **fields))
+            for agent, type_, body, fields in steps]
+
+
+def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
+    groups, coordinator, workers = cast(run, group_count, clients)
     expires = format_time(timezone.now() + timedelta(hours=1))
     plans = [[] for _ in range(clients)]
     for k in range(lifecycles):
         thread, group = k % clients, groups[k % group_count]
         worker, item = workers[thread], f"wi-{k}"
-        steps = [
-            (coordinator, "work.authorize", {"workItemId": item, "missionId": "m",
-                                             "contract": contract()}, {}),
-            (coordinator, "work.offer", {"candidates": [worker.name], "mode": "sequential",
-                                         "expiresAt": expires}, {"workItemId": item}),
-            (worker, "work.accept_offer", {"contractRevision": 1}, {"workItemId": item}),
-            (worker, "work.start", {}, {"workItemId": item, "ownershipEpoch": 1}),
-        ]
-        lifecycle = []
-        for agent, type_, body, fields in steps:
-            command_id, payload = agent.command(group.id, type_, body, **fields)
-            lifecycle.append((type_, group.id, agent.token, payload))
-        lease = derive_id("lease", command_id)  # the id the server derives for work.start
+        steps = start_steps(coordinator, worker, group.id, item)
+        lifecycle = [(type_, group.id, agent.token, payload)
+                     for agent, type_, _id, payload in steps]
+        lease = derive_id("lease", steps[-1][2])  # the id the server derives for work.start
         evidence = [{"id": "e", "subject": "out", "criteria": ["ok"], "method": "bench",
                      "result": "pass", "producer": f"agent:{worker.name}",
                      "timestamp": expires, "artifacts": []}]
@@ -108,7 +125,7 @@ def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
 
 
 def run_http(port: int, plans: list) -> dict:
-    samples = {step: [] for step in STEPS}
+    samples = defaultdict(list)
     failures = []
 
     def client(plan, ready):

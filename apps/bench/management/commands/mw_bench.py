@@ -4,7 +4,7 @@ import os
 from django.core.management.base import BaseCommand, CommandError
 from django.db import connection
 
-from apps.bench import lifecycle
+from apps.bench import lifecycle, renew
 
 
 class Command(BaseCommand):
@@ -17,7 +17,7 @@ class Command(BaseCommand):
         parser.add_argument("--groups", type=int, default=100)
         parser.add_argument("--clients", type=int, default=8)
         parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
-        parser.add_argument("--only", choices=["spread", "hot"])
+        parser.add_argument("--only", choices=["spread", "hot", "none"])
         parser.add_argument("--json", action="store_true", help="print only the JSON result")
         parser.add_argument("--sweep", action="store_true",
                             help="instead: expired leases over --groups Groups swept to "
@@ -27,6 +27,11 @@ class Command(BaseCommand):
                             help="sweeper processes at once, like Celery workers")
         parser.add_argument("--sweep-batch", type=int, default=None,
                             help="WorkItems per sweep round (default MW_SWEEP_BATCH)")
+        parser.add_argument("--renew", action="store_true",
+                            help="instead: lease renewals per second through daphne, beside "
+                                 "raw SQL (apps/bench/renew.py)")
+        parser.add_argument("--renew-leases", type=int, default=400)
+        parser.add_argument("--renewals", type=int, default=10, help="per lease")
 
     def handle(self, *args, **options):
         if connection.vendor != "postgresql":
@@ -35,7 +40,12 @@ class Command(BaseCommand):
         if options["sweep"]:
             return self._sweep(options, report)
         results = []
-        for name, groups in (("spread", options["groups"]), ("hot", 1)):
+        if options["renew"]:
+            results.append(renew.scenario(options["groups"], options["renew_leases"],
+                                          options["renewals"], options["clients"],
+                                          options["web_workers"], report))
+            options["only"] = "none"
+        for name, groups in (("spread", options["groups"]), ("hot", 1)):  # the lifecycles
             if options["only"] in (None, name):
                 results.append(lifecycle.scenario(name, groups, options["lifecycles"],
                                                   options["clients"], options["web_workers"],
@@ -48,7 +58,7 @@ class Command(BaseCommand):
         api, raw = r["api"], r["raw"]
         lines = [f"\n{r['scenario']}: {r['groups']} Group(s), {r['clients']} clients, "
                  f"daphne × {r['webWorkers']}",
-                 f"  lifecycle commands/s {api['commandsPerSecond']:>9}   "
+                 f"  commands/s           {api['commandsPerSecond']:>9}   "
                  f"(failures: {api['failures']})",
                  f"  raw SQL tx/s         {raw['transactionsPerSecond']:>9}",
                  f"  ratio                {r['ratio']:>9}",

@@ -1,0 +1,40 @@
+"""mw_bench --renew: lease renewals per second through daphne, beside the raw SQL
+transaction a renewal boils down to, in the same run. Every renewal is built and
+signed before the clock starts; the leases are taken in this process beforehand."""
+
+import uuid
+
+from . import lifecycle
+from .harness import server
+
+
+def prepare(run: str, group_count: int, items: int, renewals: int, clients: int) -> dict:
+    groups, coordinator, workers = lifecycle.cast(run, group_count, clients)
+    plans = [[] for _ in range(clients)]
+    for k in range(items):
+        thread, group = k % clients, groups[k % group_count]
+        worker, item = workers[thread], f"ri-{k}"
+        steps = lifecycle.start_steps(coordinator, worker, group.id, item)
+        for agent, _type, _id, payload in steps:
+            lifecycle.submit_here(agent, group.id, payload)
+        lease = lifecycle.derive_id("lease", steps[-1][2])
+        plans[thread].append([
+            ("lease.renew", group.id, worker.token,
+             worker.command(group.id, "lease.renew", {"leaseSeconds": 600},
+                            workItemId=item, ownershipEpoch=1, leaseId=lease)[1])
+            for _ in range(renewals)])
+    return {"plans": plans, "groups": [g.id for g in groups]}
+
+
+def scenario(groups: int, items: int, renewals: int, clients: int, workers: int,
+             report) -> dict:
+    report(f"[renew] taking {items} leases over {groups} Group(s)...")
+    prepared = prepare(uuid.uuid4().hex[:8], groups, items, renewals, clients)
+    report(f"[renew] raw SQL baseline, {clients} clients...")
+    raw = lifecycle.run_raw(prepared["plans"], prepared["groups"])
+    report(f"[renew] {items * renewals} renewals through daphne × {workers}...")
+    with server(workers) as port:
+        api = lifecycle.run_http(port, prepared["plans"])
+    return {"scenario": "renew", "groups": groups, "clients": clients, "webWorkers": workers,
+            "api": api, "raw": raw,
+            "ratio": round(api["commandsPerSecond"] / raw["transactionsPerSecond"], 3)}
