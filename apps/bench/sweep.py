@@ -93,25 +93,23 @@ ANALYZE mw_bench_sweep.item;
 """
 
 # Per Group, one transaction: lock the Group, one UPDATE of its expired leases (closing
-# the lease and clearing the owner in the document too), one INSERT of two events each.
+# the lease in the columns and the document; the owner stays recorded, no longer live,
+# as the sweeper leaves it), one INSERT of one lease.expired event each.
 RAW_SWEEP = """
 WITH due AS (
-    SELECT work_item_id, lease_id, owner FROM mw_bench_sweep.item
+    SELECT work_item_id, lease_id FROM mw_bench_sweep.item
     WHERE group_id = %(group)s AND state = 'active' AND lease_expires_at <= %(now)s
     FOR UPDATE),
 expired AS (
-    UPDATE mw_bench_sweep.item i SET owner = NULL, lease_id = NULL, lease_expires_at = NULL,
-        doc = jsonb_set(jsonb_set(i.doc, '{owner}', 'null'), '{lease,closedAt}',
-                        to_jsonb(%(at)s::text))
+    UPDATE mw_bench_sweep.item i SET lease_id = NULL, lease_expires_at = NULL,
+        doc = jsonb_set(jsonb_set(i.doc, '{lease,closedAt}', to_jsonb(%(at)s::text)),
+                        '{lease,closeReason}', '"expired"')
     FROM due WHERE i.group_id = %(group)s AND i.work_item_id = due.work_item_id),
 numbered AS (
-    SELECT due.*, kind.type, row_number() OVER (ORDER BY due.work_item_id, kind.n) AS n
-    FROM due CROSS JOIN (VALUES (1, 'lease.expired'), (2, 'work.ownership_expired'))
-    AS kind (n, type))
+    SELECT due.*, row_number() OVER (ORDER BY due.work_item_id) AS n FROM due)
 INSERT INTO mw_bench_sweep.event SELECT %(group)s, %(head)s + n, md5(%(group)s || n),
-    type, %(now)s, 'system', 'raw', 'm', work_item_id, 0,
-    CASE WHEN n %% 2 = 1 THEN jsonb_build_object('leaseId', lease_id, 'reason', 'timeout')
-         ELSE jsonb_build_object('agentId', owner, 'ownershipEpoch', 1, 'reason', 'lease') END,
+    'lease.expired', %(now)s, 'system', 'raw', 'm', work_item_id, 0,
+    jsonb_build_object('leaseId', lease_id, 'reason', 'timeout'),
     'sha256:x', 'sha256:x'
 FROM numbered
 """
@@ -147,8 +145,9 @@ def run_raw(groups: list, now) -> dict:
         elapsed = time.perf_counter() - started
     with psycopg.connect(_dsn(), autocommit=True) as connection:
         connection.execute("DROP SCHEMA mw_bench_sweep CASCADE")
-    return {"leases": events // 2, "events": events, "seconds": round(elapsed, 3),
-            "leasesPerSecond": round(events / 2 / elapsed, 1)}
+    # One lease.expired per expired lease, as the sweeper appends.
+    return {"leases": events, "events": events, "seconds": round(elapsed, 3),
+            "leasesPerSecond": round(events / elapsed, 1)}
 
 
 SWEEP_TO_COMPLETION = """
@@ -260,6 +259,10 @@ def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -
 
     problems = verify_group(sample)
     expired = Event.objects.filter(group_id=sample, type="lease.expired").count()
+    fenced = Event.objects.filter(group_id=sample, type="work.ownership_expired").count()
+    # A lease timeout appends lease.expired only: one event per lease, no ownerships.
+    assert swept["expiredLeases"] == raw["leases"] == leases, (swept, raw, leases)
+    assert swept["expiredOwnerships"] == 0 and fenced == 0, (swept, fenced)
     ratio = raw["leasesPerSecond"] / (swept["expiredLeases"] / swept["seconds"])
     return {
         "scenario": "sweep", "groups": group_count, "leases": leases, "batch": batch,
@@ -273,5 +276,6 @@ def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -
         "commands": {"idle": idle, "duringSweep": during,
                      "p99Ratio": round(during["p99Ms"] / idle["p99Ms"], 2),
                      "path": "pipeline.submit in-process (no HTTP)"},
-        "verify": {"groupId": sample, "leaseExpiredEvents": expired, "problems": problems},
+        "verify": {"groupId": sample, "leaseExpiredEvents": expired,
+                   "ownershipExpiredEvents": fenced, "problems": problems},
     }

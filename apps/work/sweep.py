@@ -26,15 +26,14 @@ def _ownership_expired(item: WorkItem, reason: str) -> Draft:
 
 
 def expire(item: WorkItem, now) -> list:
-    """Fence an owner whose deadline passed: the lease of active work (timeout), the
-    start-by deadline of queued work, the blocked lease of blocked work. The same
-    boundaries as `fencing`: at `expires_at` a renewal is already refused."""
+    """Close what a passed deadline ended: the lease of active work (timeout: one
+    `lease.expired`; with its lease closed the owner is no longer live, and the next
+    work.offer fences it), the start-by deadline of queued work, the blocked lease of
+    blocked work. The same boundaries as `fencing`: at `expires_at` a renewal is
+    already refused."""
     lease = item.live_lease
     if item.state == ACTIVE and lease is not None and now >= lease.expires_at:
-        drafts = [_draft(item, LEASE_EXPIRED, {"leaseId": lease.id, "reason": "timeout"})]
-        if item.owner is not None:
-            drafts.append(_ownership_expired(item, "lease"))
-        return drafts
+        return [_draft(item, LEASE_EXPIRED, {"leaseId": lease.id, "reason": "timeout"})]
     if item.owner is None:
         return []
     if item.state == QUEUED and item.start_by is not None and now >= item.start_by:

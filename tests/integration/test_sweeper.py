@@ -1,7 +1,8 @@
 """The sweeper on PostgreSQL (apps/work/sweeper.py), every deadline rule driven by
 time-machine: the server reads django.utils.timezone.now(), frozen here with tick=False.
 
-Lease timeout -> lease.expired + work.ownership_expired; missed start-by and run-out
+Lease timeout -> lease.expired only (the owner stays recorded but is no longer live, and
+the next work.offer appends its work.ownership_expired); missed start-by and run-out
 blocked leases -> work.ownership_expired; offer expiry appends nothing (§10.2), unless
 the Mission asks for automatic dispatch, as does a failed item whose backoff ran out; a
 late result after expiry is refused, kept for audit, and never completes the item (§11.5).
@@ -23,13 +24,14 @@ import time_machine
 from django.conf import settings as django_settings
 from django.core.management import call_command
 
-from apps.ledger.models import Event
+from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
 from apps.work import sweeper, tasks
 from mission_weave.protocol.timefmt import parse_time
 from tests.support import Scenario, contract, evidence, now
 
 NOTHING = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0}
+LEASE_ONLY = {**NOTHING, "expiredLeases": 1}  # a lease timeout: lease.expired, no fencing
 
 
 @pytest.fixture
@@ -58,6 +60,13 @@ def counted(result: dict) -> dict:
     return {key: result[key] for key in NOTHING}
 
 
+def owner_is_live(s: Scenario, item_id: str) -> bool:
+    """The item's ownership as the fencing rules see it now, from its projection."""
+    from apps.work import fencing, store
+    view = store.load_items(s.world.group.id, [item_id])
+    return fencing.owner_is_live(view.items[item_id], now())
+
+
 def test_an_expired_lease_is_swept_and_the_item_offered_again_under_a_higher_epoch(s, clock):
     item_id, started = s.running(s.w1)
     head = s.world.head
@@ -67,18 +76,23 @@ def test_an_expired_lease_is_swept_and_the_item_offered_again_under_a_higher_epo
     later(clock, 1)  # exactly at expiresAt: a renewal is already refused, so it expires
     result = sweeper.sweep()
 
-    assert counted(result) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+    assert counted(result) == LEASE_ONLY
     assert result["groups"] == 1
-    expired, fenced = events_after(s, head)
+    (expired,) = events_after(s, head)  # one event per expired lease, no ownership_expired
     assert (expired["type"], expired["actor"], expired["data"]) == (
         "lease.expired", "system", {"leaseId": started["leaseId"], "reason": "timeout"})
+    item = s.item(item_id)
+    # The owner stays recorded, but with its lease closed it is no longer live.
+    assert (item["state"], item["owner"], item["ownershipEpoch"], item["lease"]) == (
+        "active", s.w1.name, 1, None)
+    assert not owner_is_live(s, item_id)
+
+    # The next offer fences the expired owner first, then offers.
+    fenced, offered = s.offer(item_id, s.w2)
     assert (fenced["type"], fenced["data"]) == ("work.ownership_expired", {
         "agentId": s.w1.name, "ownershipEpoch": 1, "reason": "lease"})
-    item = s.item(item_id)
-    assert (item["state"], item["owner"], item["lease"]) == ("active", None, None)
-
-    # The expired owner is already fenced: the new offer appends only work.offered.
-    assert [e["type"] for e in s.offer(item_id, s.w2)] == ["work.offered"]
+    assert offered["type"] == "work.offered"
+    assert s.item(item_id)["owner"] is None
     assert s.accept(item_id, s.w2)["ownershipEpoch"] == 2
     assert s.start(item_id, s.w2)["ownershipEpoch"] == 2
     assert verify_group(s.world.group.id) == []
@@ -171,7 +185,7 @@ def test_sweeping_twice_appends_once(s, clock):
     first = sweeper.sweep()
     head = s.world.head
     second = sweeper.sweep()
-    assert counted(first) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+    assert counted(first) == LEASE_ONLY
     assert counted(second) == NOTHING
     assert s.world.head == head
 
@@ -207,7 +221,7 @@ def test_mw_sweep_prints_its_counts_as_json(s, clock):
     out = io.StringIO()
     call_command("mw_sweep", stdout=out)
     result = json.loads(out.getvalue())
-    assert counted(result) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+    assert counted(result) == LEASE_ONLY
     assert set(result) >= {"groups", "skippedGroups"}
 
 
@@ -215,7 +229,7 @@ def test_the_celery_task_runs_the_same_sweep(s, clock):
     s.running(s.w1)
     later(clock, 301)
     result = tasks.sweep.apply().get()
-    assert counted(result) == {**NOTHING, "expiredLeases": 1, "expiredOwnerships": 1}
+    assert counted(result) == LEASE_ONLY
 
 
 def test_beat_schedules_the_sweep_every_interval(settings):
@@ -283,7 +297,10 @@ def test_a_real_celery_worker_with_beat_sweeps_an_expired_lease(transactional_db
 
     expired = Event.objects.filter(group_id=s.world.group.id, type="lease.expired")
     assert list(expired.values_list("actor", "work_item_id")) == [("system", item_id)]
-    assert s.item(item_id)["owner"] is None
+    assert not Event.objects.filter(group_id=s.world.group.id,
+                                    type="work.ownership_expired").exists()
+    assert s.item(item_id)["owner"] == s.w1.name  # recorded, but no longer live
+    assert not owner_is_live(s, item_id)
     assert verify_group(s.world.group.id) == []
 
 
@@ -296,13 +313,15 @@ def test_a_large_group_is_swept_in_one_transaction_of_many_slices(db, settings, 
     (group_id,) = bench.prepare("t", 150, 1, now() - timedelta(hours=1))
     settings.MW_SWEEP_GROUP_CHUNK = 1000
     monkeypatch.setattr(pipeline, "SYSTEM_SLICE", 64)
+    head = Group.objects.get(id=group_id).head_sequence
 
     result = sweeper.sweep()
 
-    assert counted(result) == {**NOTHING, "expiredLeases": 150, "expiredOwnerships": 150}
+    assert counted(result) == {**NOTHING, "expiredLeases": 150}
     assert result["groups"] == 1
     assert Event.objects.filter(group_id=group_id, actor="system",
                                 type="lease.expired").count() == 150
+    assert Event.objects.filter(group_id=group_id, sequence__gt=head).count() == 150
     assert verify_group(group_id) == []
     assert sweeper.due(now(), 1000) == []
 

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 
 from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
-from apps.work import sweeper
+from apps.work import fencing, store, sweeper
 from mission_weave.protocol.timefmt import parse_time
 from tests.integration.test_races import post, race
 from tests.support import Scenario, contract, evidence
@@ -97,6 +97,12 @@ def end_round(s: Scenario, items: list) -> None:
         s.c.ok("work.cancel", {"reason": "next round"}, workItemId=item_id)
 
 
+def owner_is_live(s: Scenario, item_id: str, moment) -> bool:
+    """The item's ownership as the fencing rules see it at `moment`, from its projection."""
+    view = store.load_items(s.world.group.id, [item_id])
+    return fencing.owner_is_live(view.items[item_id], moment)
+
+
 def sweep_at(moment):
     return lambda: sweeper.sweep(now=moment)
 
@@ -109,12 +115,15 @@ def test_two_sweepers_at_once_sweep_every_due_item_exactly_once():
     results = race([sweep_at(moment) for _ in range(4)])
 
     assert sum(r["expiredLeases"] for r in results) == len(scenarios) * ITEMS
-    assert sum(r["expiredOwnerships"] for r in results) == len(scenarios) * ITEMS
+    # A lease timeout appends only lease.expired; the next work.offer fences the owner.
+    assert sum(r["expiredOwnerships"] for r in results) == 0
     assert sweeper.sweep(now=moment)["expiredLeases"] == 0
     for s in scenarios:
         expired = Event.objects.filter(group_id=s.world.group.id, type="lease.expired")
         assert expired.count() == ITEMS
         assert len(set(expired.values_list("work_item_id", flat=True))) == ITEMS
+        assert not Event.objects.filter(group_id=s.world.group.id,
+                                        type="work.ownership_expired").exists()
         check_invariants(s.world.group.id)
 
 
@@ -161,11 +170,12 @@ def test_renew_against_the_sweep_at_the_expiry_boundary():
             if status == 200:  # renewed first: the lease lives past the sweep's moment
                 assert item["lease"] is not None and item["owner"] == s.w1.name
                 assert parse_time(item["lease"]["expiresAt"]) > moment
-            else:  # swept first: the renewal is refused, the owner fenced
+            else:  # swept first: the renewal is refused, the owner recorded but not live
                 assert body["error"]["code"] == "LEASE_EXPIRED", body
-                assert item["lease"] is None and item["owner"] is None
+                assert item["lease"] is None and item["owner"] == s.w1.name
+                assert not owner_is_live(s, item_id, moment)
         refused = sum(1 for status, _ in answers if status != 200)
-        assert swept["expiredLeases"] == refused
+        assert (swept["expiredLeases"], swept["expiredOwnerships"]) == (refused, 0)
         check_invariants(s.world.group.id)
         end_round(s, items)
 
@@ -187,8 +197,11 @@ def test_submit_against_lease_expiry():
                 assert item["state"] == "submitted"
             else:  # a late result: refused, and it never completes the item
                 assert body["error"]["code"] == "LEASE_EXPIRED", body
-                assert (item["state"], item["owner"]) == ("active", None)
-        assert swept["expiredLeases"] == sum(1 for status, _ in answers if status != 200)
+                assert (item["state"], item["owner"], item["lease"]) == (
+                    "active", s.w1.name, None)
+                assert not owner_is_live(s, item_id, moment)
+        refused = sum(1 for status, _ in answers if status != 200)
+        assert (swept["expiredLeases"], swept["expiredOwnerships"]) == (refused, 0)
         check_invariants(s.world.group.id)
         end_round(s, items)
 

@@ -3,18 +3,23 @@ and that an item already fenced, renewed or answered yields nothing."""
 
 from dataclasses import replace
 
-from apps.work import state, sweep
+from apps.work import commands, fencing, state, sweep
 from apps.work.commands import Draft
 from tests.unit.builders import (
+    COORDINATOR,
     ITEM_ID,
     ITEM_STATES,
     LEASE_ID,
     MISSION_ID,
     OWNERSHIP_EPOCH,
+    T0,
     WORKER,
+    WORKER_2,
     apply,
     at,
+    command,
     context,
+    iso,
     mission,
     offer,
     view_of,
@@ -26,23 +31,61 @@ def kinds(drafts) -> list:
     return [(d.type, d.data.get("reason")) for d in drafts]
 
 
-def test_an_expired_lease_is_expired_then_its_owner_fenced():
+def _offer_to(view, agent_id, now=T0):
+    item = view.items[ITEM_ID]
+    offered = command("work.offer", {"candidates": [agent_id], "mode": "sequential",
+                                     "expiresAt": iso(3600)}, item, actor=COORDINATOR,
+                      roles=frozenset({"coordinator"}), command_id="cmd-offer")
+    return commands.decide(view, offered, context(now=now))
+
+
+def _accept_by(view, agent_id, now=T0):
+    accepted = command("work.accept_offer", {"contractRevision": 1}, view.items[ITEM_ID],
+                       actor=f"agent:{agent_id}", roles=frozenset({"worker"}),
+                       command_id=f"cmd-accept-{agent_id}")
+    return commands.decide(view, accepted, context(now=now))
+
+
+def test_an_expired_lease_is_only_expired_and_the_next_offer_fences_its_owner():
     view = view_of(work_item(state.ACTIVE, owner_live=False))
 
     drafts = sweep.decide(view, context())
 
-    assert kinds(drafts) == [("lease.expired", "timeout"), ("work.ownership_expired", "lease")]
+    # A lease timeout appends exactly one event: lease.expired, no work.ownership_expired.
+    assert kinds(drafts) == [("lease.expired", "timeout")]
     assert drafts[0].data == {"leaseId": LEASE_ID, "reason": "timeout"}
-    assert drafts[1].data == {"agentId": WORKER, "ownershipEpoch": OWNERSHIP_EPOCH,
-                              "reason": "lease"}
     assert (drafts[0].work_item_id, drafts[0].mission_id) == (ITEM_ID, MISSION_ID)
+    assert sweep.counts(drafts) == {"expiredLeases": 1, "expiredOwnerships": 0,
+                                    "redispatched": 0}
+
+    # The owner stays recorded, but with its lease closed it is no longer live.
+    swept = apply(view, drafts)
+    item = swept.items[ITEM_ID]
+    assert (item.state, item.owner, item.ownership_epoch) == (state.ACTIVE, WORKER,
+                                                              OWNERSHIP_EPOCH)
+    assert item.live_lease is None and item.lease.close_reason == "expired"
+    assert not fencing.owner_is_live(item, T0)
+    assert sweep.decide(swept, context(now=at(86400))) == []
+
+    # The next work.offer fences it first, and the next acceptance raises the epoch.
+    offered = _offer_to(swept, WORKER_2)
+    assert kinds(offered) == [("work.ownership_expired", "lease"), ("work.offered", None)]
+    assert offered[0].data == {"agentId": WORKER, "ownershipEpoch": OWNERSHIP_EPOCH,
+                               "reason": "lease"}
+    reoffered = apply(swept, offered)
+    assert reoffered.items[ITEM_ID].owner is None
+    accepted = _accept_by(reoffered, WORKER_2)
+    assert accepted[0].type == "work.offer_accepted"
+    assert accepted[0].data["agentId"] == WORKER_2
+    assert accepted[0].data["ownershipEpoch"] == OWNERSHIP_EPOCH + 1
 
 
 def test_a_lease_expires_at_its_expiry_instant_not_before():
     item = work_item(state.ACTIVE)
     view = view_of(item)
     assert sweep.decide(view, context(now=item.lease.expires_at - (at(1) - at(0)))) == []
-    assert len(sweep.decide(view, context(now=item.lease.expires_at))) == 2
+    assert kinds(sweep.decide(view, context(now=item.lease.expires_at))) == [
+        ("lease.expired", "timeout")]
 
 
 def test_a_missed_start_by_deadline_fences_the_owner():
@@ -132,4 +175,5 @@ def test_items_are_decided_in_id_order():
     a = work_item(state.ACTIVE, owner_live=False, item_id="wi_b")
     b = work_item(state.QUEUED, owner_live=False, item_id="wi_a")
     drafts = sweep.decide(view_of(a, b), context())
-    assert [d.work_item_id for d in drafts] == ["wi_a", "wi_b", "wi_b"]
+    assert [(d.work_item_id, d.type) for d in drafts] == [
+        ("wi_a", "work.ownership_expired"), ("wi_b", "lease.expired")]
