@@ -15,40 +15,13 @@ from apps.identity.models import Membership
 from apps.ledger.models import Group
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.timefmt import format_time
+from tests.samples import contract  # noqa: F401  (re-exported for the tests)
 
 _counter = itertools.count(1)
 
 
 def now() -> datetime:
     return datetime.now(timezone.utc)
-
-
-def contract(**overrides) -> dict:
-    """A valid Work Contract v1 with two acceptance criteria."""
-    base = {
-        "schema": "mwp.work-contract/1",
-        "goal": "Summarize the quarterly report",
-        "deliverables": [{"id": "summary", "description": "A one-page summary",
-                          "mediaType": "text/markdown"}],
-        "acceptanceCriteria": [
-            {"id": "ac1", "description": "Covers every section"},
-            {"id": "ac2", "description": "Under 500 words", "method": "word-count"}],
-        "inputs": [{"ref": "sha256:" + "a" * 64, "description": "the report"}],
-        "dependencies": {"workItems": [], "policy": "all_verified"},
-        "allowed": {"tools": ["search"], "data": [], "operations": ["read"], "resources": {}},
-        "capabilities": [{"id": "summarize", "version": "1"}],
-        "deadline": "2030-01-01T00:00:00Z",
-        "urgency": "normal",
-        "businessImpact": "medium",
-        "budgets": {"financial": {"amount": "10.00", "currency": "USD"}, "tokens": 100000,
-                    "toolCalls": 50, "computeSeconds": 600, "wallClockSeconds": 3600,
-                    "sideEffects": 0},
-        "retry": {"maxAttempts": 3, "backoff": {"strategy": "exponential", "initialSeconds": 10,
-                                                "maxSeconds": 300, "multiplier": 2}},
-        "risk": {"class": "low", "requiresExecutionApproval": False},
-    }
-    base.update(overrides)
-    return base
 
 
 def evidence(criteria, producer="agent:w1", **overrides) -> dict:
@@ -204,3 +177,17 @@ class Scenario:
         item = self.item(item_id)
         return {"workItemId": item_id, "ownershipEpoch": item["ownershipEpoch"],
                 "leaseId": item["lease"]["id"] if item["lease"] else None}
+
+
+def assert_error(response, status: int, code: str) -> dict:
+    """The PROTOCOL error envelope with this status and code; returns `error`."""
+    assert response.status_code == status, (response.status_code, response.content[:400])
+    assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
+    body = response.json()
+    assert set(body) == {"error"}, body
+    error = body["error"]
+    assert set(error) == {"code", "message", "details"}, error
+    assert error["code"] == code, error
+    assert isinstance(error["message"], str) and error["message"].strip(), error
+    assert isinstance(error["details"], dict), error
+    return error

@@ -26,11 +26,6 @@ PROTOCOL_CODES = frozenset(HTTP_STATUS) - {"INTERNAL_ERROR"}
 FAKE_SIGNATURE = {"alg": "Ed25519", "keyId": "nobody#1", "sig": "A" * 86}
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def s(db):
     scenario = Scenario()

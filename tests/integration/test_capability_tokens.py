@@ -6,12 +6,11 @@ import json
 from datetime import timedelta
 
 import pytest
-import time_machine
 from django.test import Client
 
 from apps.ledger.verify import verify_group
 from apps.work import capability_bearer
-from tests.support import Scenario, World, evidence, now
+from tests.support import Scenario, World, evidence
 
 ALLOWED = {"tools": ["search", "fetch"], "data": [], "operations": ["read", "write"],
            "resources": {}}
@@ -19,14 +18,7 @@ SCOPES = {"tools": ["search", "fetch"], "operations": ["read", "write"]}
 
 
 @pytest.fixture
-def clock():
-    with time_machine.travel(now(), tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture
-def s(db, clock, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def s(db, clock):
     return Scenario()
 
 

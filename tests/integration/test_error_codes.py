@@ -19,12 +19,7 @@ from apps.identity.models import Agent
 from apps.ledger.models import CommandRecord
 from mission_weave.protocol.canonical import sign, without
 from mission_weave.protocol.timefmt import format_time
-from tests.support import World, contract, evidence, now
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+from tests.support import World, assert_error, contract, evidence, now
 
 
 @pytest.fixture
@@ -32,18 +27,6 @@ def s(scenario):
     return scenario
 
 
-def assert_error(response, status: int, code: str) -> dict:
-    """The PROTOCOL error envelope with this status and code; returns `error`."""
-    assert response.status_code == status, (response.status_code, response.content[:400])
-    assert response["Content-Type"].startswith("application/json"), response["Content-Type"]
-    body = response.json()
-    assert set(body) == {"error"}, body
-    error = body["error"]
-    assert set(error) == {"code", "message", "details"}, error
-    assert error["code"] == code, error
-    assert isinstance(error["message"], str) and error["message"].strip(), error
-    assert isinstance(error["details"], dict), error
-    return error
 
 
 def rejected(s, response, status: int, code: str, head: int) -> dict:

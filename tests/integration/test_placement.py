@@ -25,11 +25,6 @@ AUTO_RULES = ["auto-candidates", "worker-role", "capability-required", "capacity
               "reliability-then-availability", "tie-break:agent-id"]
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def s(scenario):
     return scenario

@@ -15,7 +15,7 @@ from django.test import Client
 from apps.identity import registry
 from mission_weave.protocol.canonical import ZERO_HASH, b64url_decode, content_hash, without
 from mission_weave.protocol.timefmt import parse_time
-from tests.support import World, contract, now
+from tests.support import World, assert_error, contract, now
 
 WORK_ITEM_KEYS = {"id", "missionId", "state", "revision", "contractRevision", "contract",
                   "ownershipEpoch", "owner", "startBy", "lease", "dependsOn"}
@@ -27,23 +27,11 @@ RFC3339_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?Z$")
 B64URL = re.compile(r"^[A-Za-z0-9_-]+$")
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 @pytest.fixture
 def s(scenario):
     return scenario
 
 
-def assert_error(response, status: int, code: str) -> dict:
-    assert response.status_code == status, (response.status_code, response.content[:400])
-    assert response["Content-Type"].startswith("application/json")
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
-    assert body["error"]["code"] == code, body
-    return body["error"]
 
 
 def is_time(text) -> bool:

@@ -4,7 +4,6 @@ time_machine (tick=False); every rejection leaves the Group's head where it was.
 from datetime import timedelta
 
 import pytest
-import time_machine
 
 from apps.ledger.verify import verify_group
 from mission_weave.protocol.idempotency import idempotency_key
@@ -16,14 +15,7 @@ RETRY = {"maxAttempts": 3, "backoff": {"strategy": "exponential", "initialSecond
 
 
 @pytest.fixture
-def clock():
-    with time_machine.travel(now(), tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture
-def s(db, clock, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def s(db, clock):
     return Scenario()
 
 

@@ -19,12 +19,7 @@ from apps.identity.models import Agent, AgentSession
 from apps.identity.principals import token_hash
 from mission_weave.protocol.canonical import sign
 from mission_weave.protocol.timefmt import format_time, parse_time
-from tests.support import Actor, Scenario, now
-
-
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+from tests.support import Actor, Scenario, assert_error, now
 
 
 @pytest.fixture
@@ -32,12 +27,6 @@ def s(scenario):
     return scenario
 
 
-def assert_error(response, status: int, code: str) -> dict:
-    assert response.status_code == status, (response.status_code, response.content[:400])
-    body = response.json()
-    assert set(body) == {"error"} and set(body["error"]) == {"code", "message", "details"}, body
-    assert body["error"]["code"] == code, body
-    return body["error"]
 
 
 def bearer(token: str) -> dict:

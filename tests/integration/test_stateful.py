@@ -527,7 +527,6 @@ class GroupMachine(RuleBasedStateMachine):
 
 
 def test_random_command_sequences(transactional_db, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     run_state_machine_as_test(GroupMachine, settings=hsettings(
         max_examples=25, stateful_step_count=30, deadline=None,
         suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]))

@@ -20,7 +20,6 @@ from datetime import timedelta
 from urllib.parse import urlsplit
 
 import pytest
-import time_machine
 from django.conf import settings as django_settings
 from django.core.management import call_command
 
@@ -35,14 +34,7 @@ LEASE_ONLY = {**NOTHING, "expiredLeases": 1}  # a lease timeout: lease.expired, 
 
 
 @pytest.fixture
-def clock():
-    with time_machine.travel(now(), tick=False) as traveller:
-        yield traveller
-
-
-@pytest.fixture
-def s(db, clock, settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+def s(db, clock):
     return Scenario()
 
 

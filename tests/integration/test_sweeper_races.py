@@ -30,11 +30,6 @@ ITEMS = 6
 ROUNDS = 3
 
 
-@pytest.fixture(autouse=True)
-def fast_passwords(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 # Events that end the open lease of their WorkItem, and those that must name an open one.
 CLOSES = {"lease.expired", "lease.revoked", "work.checkpointed", "work.blocked",
           "work.submitted"}
