@@ -17,8 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 PURE_FILES = sorted(
     [ROOT / "apps" / "work" / f"{name}.py"
-     for name in ("lifecycle", "state", "commands", "fencing", "dag", "schemas", "sweep",
+     for name in ("lifecycle", "state", "fencing", "dag", "schemas", "sweep",
                   "capabilities", "retries", "ranking", "dispatch")]
+    + list((ROOT / "apps" / "work" / "commands").rglob("*.py"))
     + [ROOT / "apps" / "ledger" / "chain.py"]
     + list((ROOT / "mission_weave" / "protocol").rglob("*.py"))
     + list((ROOT / "mission_weave" / "sdk").rglob("*.py")))

@@ -1,0 +1,194 @@
+"""What every decision shares: the command, the context the shell supplies, the
+events it returns, and the checks most commands make. Pure."""
+
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import format_time
+
+from .. import dag, fencing, lifecycle
+from ..schemas import check_contract
+from ..state import (
+    MISSION_ACTIVE,
+    Mission,
+    View,
+    WorkItem,
+)
+
+
+@dataclass(frozen=True)
+class Command:
+    id: str
+    type: str
+    actor: str  # principal: agent:<id> | user:<name> | system
+    body: dict
+    roles: frozenset = frozenset()
+    work_item_id: str | None = None
+    expected_revision: int | None = None
+    ownership_epoch: int | None = None
+    lease_id: str | None = None
+    session_epoch: int | None = None
+
+    @property
+    def agent_id(self) -> str | None:
+        return self.actor[len("agent:"):] if self.actor.startswith("agent:") else None
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The settings `decide` depends on, as plain numbers."""
+
+    start_window_seconds: int = 600
+    default_lease_seconds: int = 300
+    max_lease_seconds: int = 3600
+    default_blocked_lease_seconds: int = 3600
+    max_blocked_lease_seconds: int = 86400
+    max_urgent_candidates: int = 10
+    presence_ttl_seconds: int = 120  # an older Presence report counts as unknown
+    auto_offer_seconds: int = 600  # how long an offer issued by automatic dispatch lives
+
+
+@dataclass(frozen=True)
+class Context:
+    now: datetime
+    policy: Policy = Policy()
+    candidates: dict = field(default_factory=dict)  # agent id -> Candidate
+
+
+@dataclass(frozen=True)
+class Draft:
+    """An event to append: what happened, to which Mission and WorkItem."""
+
+    type: str
+    data: dict
+    mission_id: str | None = None
+    work_item_id: str | None = None
+
+
+def derive_id(prefix: str, command_id: str, salt: str = "") -> str:
+    """A deterministic id for something a command creates: retries and replays agree."""
+    digest = hashlib.sha256(f"{command_id}/{salt}".encode()).hexdigest()[:24]
+    return f"{prefix}_{digest}"
+
+
+def mission_of(view: View, mission_id: str) -> Mission:
+    mission = view.missions.get(mission_id)
+    if mission is None:
+        raise ProtocolError("NOT_FOUND", f"no Mission {mission_id} in this Group")
+    return mission
+
+
+def active_mission(view: View, mission_id: str) -> Mission:
+    mission = mission_of(view, mission_id)
+    if mission.state != MISSION_ACTIVE:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"Mission {mission.id} is {mission.state}; its work is closed",
+                            {"missionState": mission.state})
+    return mission
+
+
+def target_item(view: View, command: Command, fenced_at: datetime | None = None) -> WorkItem:
+    """The targeted WorkItem. With `fenced_at` (the lease holder's commands) fencing is
+    checked before the transition, so a late result from a fenced owner is refused as
+    STALE_OWNERSHIP / STALE_LEASE / LEASE_EXPIRED whatever state the item moved on to."""
+    if not command.work_item_id:
+        raise ProtocolError("VALIDATION_ERROR", f"{command.type} needs workItemId")
+    item = view.items.get(command.work_item_id)
+    if item is None:
+        raise ProtocolError("NOT_FOUND", f"no WorkItem {command.work_item_id} in this Group")
+    if command.expected_revision is not None and command.expected_revision != item.revision:
+        raise ProtocolError(
+            "REVISION_CONFLICT",
+            f"expectedRevision {command.expected_revision} differs from the WorkItem's "
+            f"revision {item.revision}", {"revision": item.revision})
+    if fenced_at is not None:
+        require_lease(item, command, fenced_at)
+    lifecycle.permitted(item.state, command.type)
+    return item
+
+
+def dependency_states(view: View, item: WorkItem) -> list:
+    return [view.items[dep].state for dep in item.depends_on if dep in view.items]
+
+
+def require_dependencies(view: View, item: WorkItem) -> None:
+    if not dag.dependencies_met(item.dependency_policy, dependency_states(view, item)):
+        waiting = {dep: view.items[dep].state for dep in item.depends_on if dep in view.items}
+        raise ProtocolError(
+            "DEPENDENCIES_NOT_MET",
+            f"WorkItem {item.id} waits on its dependencies ({item.dependency_policy})",
+            {"policy": item.dependency_policy, "dependencies": waiting})
+
+
+def require_lease(item: WorkItem, command: Command, now: datetime) -> None:
+    if not command.lease_id:
+        raise ProtocolError("VALIDATION_ERROR", f"{command.type} must name the current leaseId")
+    fencing.check_lease(item, command.agent_id, command.lease_id, command.ownership_epoch,
+                        command.session_epoch, now)
+
+
+def bounded_seconds(value, default: int, maximum: int, name: str) -> int:
+    seconds = default if value is None else value
+    if seconds > maximum:
+        raise ProtocolError("VALIDATION_ERROR", f"body.{name} may be at most {maximum} seconds",
+                            {"path": f"body.{name}", "maximum": maximum})
+    return seconds
+
+
+def after(now: datetime, seconds: int) -> str:
+    return format_time(now + timedelta(seconds=seconds))
+
+
+def item_draft(item: WorkItem, type_: str, data: dict) -> Draft:
+    return Draft(type_, data, item.mission_id, item.id)
+
+
+def release(item: WorkItem, context: Context, reason: str) -> list:
+    """Revoke the live lease and withdraw the live offers of an item that is being taken
+    away from its workers (failure, cancellation, child Mission, fencing)."""
+    drafts = []
+    if item.live_lease is not None:
+        drafts.append(item_draft(item, "lease.revoked",
+                                 {"leaseId": item.lease.id, "reason": reason}))
+    live = [o.agent_id for o in item.live_offers(context.now)]
+    if live:
+        drafts.append(item_draft(item, "work.offer_withdrawn",
+                                 {"agentIds": live, "reason": reason}))
+    return drafts
+
+
+def check_new_contract(view: View, mission: Mission, contract: dict, item_id: str,
+                        revision: int, edges: dict) -> dict:
+    contract = check_contract(contract)
+    if contract.get("revision", revision) != revision:
+        raise ProtocolError("INVALID_CONTRACT",
+                            f"Work Contract: body.contract.revision must be {revision}",
+                            {"path": "body.contract.revision", "expected": revision})
+    dependencies = contract["dependencies"]["workItems"]
+    for index, dep in enumerate(dependencies):
+        other = view.items.get(dep)
+        if dep != item_id and (other is None or other.mission_id != mission.id):
+            path = f"body.contract.dependencies.workItems[{index}]"
+            raise ProtocolError("INVALID_CONTRACT",
+                                f"Work Contract: {path}: no WorkItem {dep} in Mission {mission.id}",
+                                {"path": path})
+    cycle = dag.cycle_through(item_id, dependencies, edges)
+    if cycle:
+        raise ProtocolError("DEPENDENCY_CYCLE",
+                            f"the dependency would close a cycle: {' -> '.join(cycle)}",
+                            {"cycle": cycle})
+    return {**contract, "revision": revision}
+
+
+def edges_of(view: View, mission: Mission) -> dict:
+    return {i: view.items[i].depends_on for i in mission.work_items if i in view.items}
+
+
+def new_id(view_ids, command: Command, given, prefix: str, what: str) -> str:
+    new_id = given or derive_id(prefix, command.id)
+    if new_id in view_ids:
+        raise ProtocolError("VALIDATION_ERROR", f"a {what} with id {new_id} already exists",
+                            {"id": new_id})
+    return new_id

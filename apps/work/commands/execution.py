@@ -1,0 +1,255 @@
+"""Execution under a lease (§11.3, §11.4): the start gate, start, renewal,
+capability tokens, progress, checkpoint, block, submission, review, failure,
+cancellation, preemption, the Conversation, and session replacement."""
+
+from datetime import datetime, timedelta
+
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.idempotency import attempt_operation_id, idempotency_key
+from mission_weave.protocol.timefmt import format_time
+
+from .. import capabilities, fencing, retries
+from ..state import (
+    ACTIVE,
+    QUEUED,
+    View,
+    WorkItem,
+)
+from .base import (
+    Policy,
+    active_mission,
+    after,
+    bounded_seconds,
+    derive_id,
+    item_draft,
+    release,
+    require_dependencies,
+    require_lease,
+    target_item,
+)
+
+
+def approval_grant_execution(view, command, context):
+    item = target_item(view, command)
+    if not item.contract["risk"]["requiresExecutionApproval"]:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"the contract of {item.id} does not require execution approval")
+    if item.execution_approved:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"execution of {item.id} is already approved for this revision")
+    return [item_draft(item, "approval.execution_granted", {
+        "by": command.actor, "contractRevision": item.contract_revision,
+        "comment": command.body.get("comment")})]
+
+
+def _capability_token(lease_id: str, scopes: dict, expires_at: datetime, salt: str) -> dict:
+    return capabilities.descriptor(derive_id("cap", lease_id, salt), lease_id, scopes, expires_at)
+
+
+def work_start(view, command, context):
+    item = target_item(view, command)
+    active_mission(view, item.mission_id)
+    fencing.check_ownership(item, command.agent_id, command.ownership_epoch, context.now)
+    require_dependencies(view, item)
+    if item.accepted_revision != item.contract_revision:
+        raise ProtocolError(
+            "CONTRACT_REVISION_MISMATCH",
+            f"the contract was revised to {item.contract_revision}; accept it before starting",
+            {"contractRevision": item.contract_revision})
+    if item.contract["risk"]["requiresExecutionApproval"] and not item.execution_approved:
+        raise ProtocolError("APPROVAL_REQUIRED",
+                            f"WorkItem {item.id} needs approval.grant_execution by a MissionOwner")
+    policy = context.policy
+    seconds = bounded_seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
+                       policy.max_lease_seconds, "leaseSeconds")
+    lease_id = derive_id("lease", command.id)
+    expires_at = context.now + timedelta(seconds=seconds)
+    # §11.4: an attempt is one Ownership Epoch's execution; starting again in the same
+    # epoch (after a checkpoint, block or session replacement) resumes it, same key.
+    resumed = item.lease is not None and item.lease.ownership_epoch == item.ownership_epoch
+    attempt = item.attempts if resumed else item.attempts + 1
+    return [item_draft(item, "work.started", {
+        "leaseId": lease_id, "expiresAt": format_time(expires_at),
+        "ownershipEpoch": item.ownership_epoch,
+        "agentId": command.agent_id, "sessionEpoch": command.session_epoch,
+        "attempt": attempt, "resumed": resumed,
+        "idempotencyKey": idempotency_key(item.mission_id, item.id, item.ownership_epoch,
+                                          attempt_operation_id(attempt)),
+        "capabilityToken": _capability_token(
+            lease_id, capabilities.contract_scopes(item.contract), expires_at, command.id)})]
+
+
+def lease_renew(view, command, context):
+    item = target_item(view, command, fenced_at=context.now)
+    policy = context.policy
+    seconds = bounded_seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
+                       policy.max_lease_seconds, "leaseSeconds")
+    expires_at = context.now + timedelta(seconds=seconds)
+    # The renewal's token keeps the held scopes (a narrowing is never undone by renewing);
+    # earlier tokens stay valid until their own, earlier, lease boundary.
+    return [item_draft(item, "lease.renewed", {
+        "leaseId": item.lease.id, "expiresAt": format_time(expires_at),
+        "ownershipEpoch": item.ownership_epoch,
+        "capabilityToken": _capability_token(item.lease.id, capabilities.held_scopes(item),
+                                             expires_at, command.id)})]
+
+
+def reissue_token(event_type: str):
+    """capability.rotate / capability.narrow: the lease holder gets a new token for the
+    same lease, with the held scopes or a subset of them, and every token it held for the
+    lease is revoked (§11.3: rotatable and narrowable while the lease lives)."""
+    def handle(view, command, context):
+        item = target_item(view, command, fenced_at=context.now)
+        held = capabilities.held_scopes(item)
+        requested = command.body.get("scopes")
+        scopes = capabilities.narrowed(held, requested) if requested is not None else held
+        lease = item.lease
+        expires_at = capabilities.expiry(lease.expires_at, context.now,
+                                         command.body.get("expiresInSeconds"))
+        return [item_draft(item, event_type, {
+            "leaseId": lease.id, "ownershipEpoch": item.ownership_epoch,
+            "revokedTokenIds": capabilities.unrevoked_ids(item),
+            "capabilityToken": _capability_token(lease.id, scopes, expires_at, command.id)})]
+    return handle
+
+
+def work_progress(view, command, context):
+    item = target_item(view, command, fenced_at=context.now)
+    return [item_draft(item, "work.progress_reported",
+                   {"leaseId": item.lease.id, "progress": command.body})]
+
+
+def work_checkpoint(view, command, context):
+    item = target_item(view, command, fenced_at=context.now)
+    return [item_draft(item, "work.checkpointed", {
+        "leaseId": item.lease.id, "progress": command.body["progress"],
+        "stateArtifact": command.body.get("stateArtifact"),
+        "startBy": after(context.now, context.policy.start_window_seconds)})]
+
+
+def work_block(view, command, context):
+    item = target_item(view, command, fenced_at=context.now)
+    policy = context.policy
+    seconds = bounded_seconds(command.body.get("blockedLeaseSeconds"),
+                       policy.default_blocked_lease_seconds, policy.max_blocked_lease_seconds,
+                       "blockedLeaseSeconds")
+    return [item_draft(item, "work.blocked", {
+        "leaseId": item.lease.id, "checkpoint": command.body["checkpoint"],
+        "requiredResolution": command.body["requiredResolution"],
+        "blockedUntil": after(context.now, seconds)})]
+
+
+def work_unblock(view, command, context):
+    item = target_item(view, command)
+    active_mission(view, item.mission_id)
+    if item.child_mission_id:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"WorkItem {item.id} waits on child Mission {item.child_mission_id}",
+                            {"childMissionId": item.child_mission_id})
+    data = {"resolution": command.body["resolution"]}
+    if fencing.owner_is_live(item, context.now):
+        data.update(next=QUEUED, startBy=after(context.now, context.policy.start_window_seconds))
+    else:
+        data.update(next="open", expiredOwner=item.owner)
+    return [item_draft(item, "work.unblocked", data)]
+
+
+def work_submit(view, command, context):
+    item = target_item(view, command, fenced_at=context.now)
+    body = command.body
+    if body["contractRevision"] != item.contract_revision:
+        raise ProtocolError(
+            "CONTRACT_REVISION_MISMATCH",
+            f"the contract is at revision {item.contract_revision}, not {body['contractRevision']}",
+            {"contractRevision": item.contract_revision})
+    _check_evidence_covers(item, body["evidence"])
+    return [item_draft(item, "work.submitted", {
+        "leaseId": item.lease.id, "contractRevision": item.contract_revision,
+        "artifacts": body.get("artifacts", []), "evidence": body["evidence"]})]
+
+
+def _check_evidence_covers(item: WorkItem, evidence: list) -> None:
+    criteria = item.criteria_ids
+    cited = {c for record in evidence for c in record["criteria"]}
+    unknown = sorted(cited - set(criteria))
+    if unknown:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"Evidence cites criteria the contract does not have: {unknown}",
+                            {"unknownCriteria": unknown})
+    missing = [c for c in criteria if c not in cited]
+    if missing:
+        raise ProtocolError("EVIDENCE_INCOMPLETE",
+                            f"no Evidence for acceptance criteria {missing}",
+                            {"missingCriteria": missing})
+
+
+def work_accept_result(view, command, context):
+    item = target_item(view, command)
+    active_mission(view, item.mission_id)
+    return [item_draft(item, "work.verified", {"evidence": command.body.get("evidence", []),
+                                           "by": command.actor})]
+
+
+def work_fail(view, command, context):
+    item = target_item(view, command)
+    if "coordinator" not in command.roles:
+        # A worker may report failure only of the work it holds the lease for.
+        if item.state != ACTIVE:
+            raise ProtocolError("FORBIDDEN", "only the lease holder or a coordinator may fail it")
+        require_lease(item, command, context.now)
+    reason = command.body.get("reason") or "failed"
+    permanent = command.body.get("permanent", False)
+    # §11.4: a retry may follow within the contract's attempt, backoff, cost and deadline
+    # budgets; past them, or for a permanent failure, this is the final work.failed.
+    outcome = retries.after_failure(item, permanent, context.now)
+    drafts = release(item, context, "failed")
+    return drafts + [item_draft(item, "work.failed", {
+        "evidence": command.body["evidence"], "by": command.actor, "reason": reason,
+        "permanent": permanent, "attempt": item.attempts,
+        "retryAt": format_time(outcome.retry_at) if outcome.retry_at else None,
+        "exhausted": outcome.exhausted, "exhaustedBy": outcome.exhausted_by})]
+
+
+def work_cancel(view, command, context):
+    item = target_item(view, command)
+    reason = command.body.get("reason") or "cancelled"
+    return release(item, context, "cancelled") + [
+        item_draft(item, "work.cancelled", {"reason": reason, "by": command.actor})]
+
+
+def work_request_preemption(view, command, context):
+    item = target_item(view, command)
+    if not fencing.owner_is_live(item, context.now):
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"WorkItem {item.id} has no live lease to preempt")
+    return [item_draft(item, "work.preemption_requested", {
+        "leaseId": item.lease.id, "agentId": item.lease.agent_id,
+        "reason": command.body.get("reason")})]
+
+
+def conversation_post(view, command, context):
+    item = target_item(view, command)
+    body = command.body
+    message_id = body.get("messageId") or derive_id("msg", command.id)
+    if body["kind"] == "resolution":
+        if "coordinator" not in command.roles:
+            raise ProtocolError("FORBIDDEN", "a coordinator resolves an ambiguity")
+        if body.get("resolves") not in item.open_ambiguities:
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"body.resolves must name an open ambiguity of {item.id}",
+                                {"path": "body.resolves",
+                                 "openAmbiguities": list(item.open_ambiguities)})
+    return [item_draft(item, "conversation.message_posted", {
+        "messageId": message_id, "kind": body["kind"], "text": body["text"],
+        "author": command.actor, "resolves": body.get("resolves")})]
+
+
+def revoke_for_session(view: View, agent_id: str, now: datetime, policy: Policy) -> list:
+    """A replacement session revokes the agent's open leases; each WorkItem returns to
+    `queued` under the same owner before the new runtime may start it (§11.3)."""
+    start_by = after(now, policy.start_window_seconds)
+    return [item_draft(item, "lease.revoked", {"leaseId": item.lease.id,
+                                               "reason": "session replaced",
+                                               "returnTo": QUEUED, "startBy": start_by})
+            for item in view.items.values()
+            if item.state == ACTIVE and item.live_lease and item.lease.agent_id == agent_id]

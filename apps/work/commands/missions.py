@@ -1,0 +1,153 @@
+"""Missions and their planning: create, child Missions, approval, failure and
+cancellation; the proposal, authorization and revision of WorkItems."""
+
+
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import format_time
+
+from .. import lifecycle
+from ..schemas import check_contract
+from ..state import (
+    CANCELLED,
+    UNFINISHED,
+    VERIFIED,
+    Mission,
+    WorkItem,
+)
+from .base import (
+    Command,
+    Draft,
+    active_mission,
+    check_new_contract,
+    derive_id,
+    edges_of,
+    item_draft,
+    new_id,
+    release,
+    target_item,
+)
+
+
+def mission_create(view, command, context):
+    body = command.body
+    mission_id = new_id(view.missions, command, body.get("missionId"), "msn", "Mission")
+    return [Draft("mission.created", {
+        "missionId": mission_id, "title": body["title"], "ownerId": body["ownerId"],
+        "coordinatorId": body["coordinatorId"], "budgets": body.get("budgets") or {},
+        "autoDispatch": body.get("autoDispatch", False)}, mission_id=mission_id)]
+
+
+def mission_create_child(view, command, context):
+    item = target_item(view, command)
+    parent = active_mission(view, item.mission_id)
+    if item.child_mission_id:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"WorkItem {item.id} already waits on child Mission "
+                            f"{item.child_mission_id}", {"childMissionId": item.child_mission_id})
+    body = command.body
+    child_id = new_id(view.missions, command, body.get("childMissionId"), "msn", "Mission")
+    created = item_draft(item, "mission.child_created", {
+        "childMissionId": child_id, "title": body["title"], "ownerId": parent.owner_id,
+        "coordinatorId": parent.coordinator_id, "budgets": parent.budgets,
+        "childFailurePolicy": body["childFailurePolicy"]})
+    return release(item, context, "child Mission created") + [created]
+
+
+def _child_approval_evidence(item: WorkItem, mission: Mission, command: Command, now) -> dict:
+    return {"id": derive_id("ev", command.id, item.id), "subject": f"mission:{mission.id}",
+            "criteria": list(item.criteria_ids), "method": "child-mission-approval",
+            "result": "approved", "producer": command.actor, "timestamp": format_time(now),
+            "artifacts": []}
+
+
+def mission_approve(view, command, context):
+    mission = active_mission(view, command.body["missionId"])
+    unfinished = [i for i in mission.work_items
+                  if view.items[i].state not in (VERIFIED, CANCELLED)]
+    if unfinished:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"Mission {mission.id} has WorkItems not verified or cancelled",
+                            {"unfinished": unfinished})
+    drafts = [Draft("mission.approved", {"by": command.actor,
+                                         "comment": command.body.get("comment")}, mission.id)]
+    parent = view.items.get(mission.parent_work_item_id)
+    if parent is not None and parent.child_mission_id == mission.id:
+        lifecycle.permitted(parent.state, "child mission approval")
+        evidence = _child_approval_evidence(parent, mission, command, context.now)
+        drafts.append(item_draft(parent, "work.verified", {"evidence": [evidence],
+                                                           "by": command.actor,
+                                                       "childMissionId": mission.id}))
+    return drafts
+
+
+def mission_end(event_type: str, item_event: str, child_failed: bool):
+    def handle(view, command, context):
+        mission = active_mission(view, command.body["missionId"])
+        reason = command.body.get("reason") or f"Mission {mission.id} {event_type.split('.')[1]}"
+        drafts = []
+        for item_id in mission.work_items:
+            item = view.items[item_id]
+            if item.state in UNFINISHED:
+                drafts += release(item, context, reason)
+                drafts.append(item_draft(item, item_event, {
+                    "reason": reason, "by": command.actor, "evidence": [],
+                    "cause": "parent mission failure or cancellation"}))
+        drafts.append(Draft(event_type, {"by": command.actor, "reason": reason}, mission.id))
+        parent = view.items.get(mission.parent_work_item_id)
+        if child_failed and parent is not None and parent.child_mission_id == mission.id:
+            drafts.append(_parent_of_failed_child(parent, mission, command, context, reason))
+        return drafts
+    return handle
+
+
+def _parent_of_failed_child(parent: WorkItem, mission: Mission, command, context, reason) -> Draft:
+    if parent.child_failure_policy == "fail":
+        evidence = {**_child_approval_evidence(parent, mission, command, context.now),
+                    "method": "child-mission-outcome", "result": f"child Mission failed: {reason}"}
+        return item_draft(parent, "work.failed", {"reason": reason, "by": command.actor,
+                                              "evidence": [evidence],
+                                              "cause": "child mission failure"})
+    return item_draft(parent, "work.child_mission_failed",
+                  {"childMissionId": mission.id, "policy": "block", "reason": reason})
+
+
+
+def work_propose(view, command, context):
+    body = command.body
+    mission = active_mission(view, body["missionId"])
+    proposal_id = new_id(view.proposals, command, body.get("proposalId"), "prp", "Work Proposal")
+    contract = {**check_contract(body["contract"]), "revision": 1}
+    return [Draft("work.proposed", {"proposalId": proposal_id, "contract": contract,
+                                    "proposer": command.actor}, mission.id)]
+
+
+def work_authorize(view, command, context):
+    body = command.body
+    mission = active_mission(view, body["missionId"])
+    item_id = new_id(view.items, command, body.get("workItemId"), "wi", "WorkItem")
+    proposal_id = body.get("proposalId")
+    lifecycle.permitted(lifecycle.PROPOSAL if proposal_id else lifecycle.NONE, command.type)
+    if proposal_id:
+        proposal = view.proposals.get(proposal_id)
+        if proposal is None or proposal.mission_id != mission.id:
+            raise ProtocolError("NOT_FOUND",
+                                f"no Work Proposal {proposal_id} in Mission {mission.id}")
+        if proposal.status != "open":
+            raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                                f"Work Proposal {proposal_id} was already authorized")
+    contract = check_new_contract(view, mission, body["contract"], item_id, 1,
+                                  edges_of(view, mission))
+    return [Draft("work.authorized", {"workItemId": item_id, "proposalId": proposal_id,
+                                      "contract": contract}, mission.id, item_id)]
+
+
+def work_revise_contract(view, command, context):
+    item = target_item(view, command)
+    mission = active_mission(view, item.mission_id)
+    revision = item.contract_revision + 1
+    contract = check_new_contract(view, mission, command.body["contract"], item.id, revision,
+                                   edges_of(view, mission))
+    return [item_draft(item, "work.contract_revised", {
+        "contract": contract, "contractRevision": revision,
+        "previousRevision": item.contract_revision,
+        "resolvedAmbiguities": list(item.open_ambiguities)})]

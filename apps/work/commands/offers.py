@@ -1,0 +1,219 @@
+"""Offers and acceptance (§10.3): explicit or ranked placement, fencing an expired
+owner, decline, first-acceptance-wins, the capacity backstop."""
+
+
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import format_time, parse_time
+
+from .. import fencing, ranking, retries
+from ..ranking import Candidate
+from ..state import (
+    ACTIVE,
+    BLOCKED,
+    FAILED,
+    QUEUED,
+    WorkItem,
+)
+from .base import (
+    Command,
+    Context,
+    active_mission,
+    after,
+    item_draft,
+    require_dependencies,
+    target_item,
+)
+
+
+def selection_basis(item: WorkItem, candidate: Candidate, rules: list, context: Context) -> dict:
+    """§10.3's structured basis for offering `item` to `candidate` (see ranking.py)."""
+    return ranking.basis(item.contract, candidate, rules, context.now,
+                         context.policy.presence_ttl_seconds)
+
+
+def _explicit_placement(item: WorkItem, body: dict, context: Context) -> tuple[list, list]:
+    """Named candidates, in the coordinator's order: ([{agentId, selectionBasis}], pending)."""
+    candidates = list(body["candidates"])
+    for agent_id in candidates:
+        candidate = context.candidates.get(agent_id)
+        if candidate is None or "worker" not in candidate.roles:
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"candidate {agent_id} is not a worker in this Group",
+                                {"path": "body.candidates", "candidate": agent_id})
+    mode = body["mode"]
+    if mode == "urgent":
+        limit = min(body.get("candidateCount", len(candidates)),
+                    context.policy.max_urgent_candidates)
+        if len(candidates) > limit:
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"an urgent offer goes to at most {limit} candidates",
+                                {"path": "body.candidates", "maximum": limit})
+        addressed, pending = candidates, []
+    else:
+        addressed, pending = candidates[:1], candidates[1:]
+    rules = ["explicit-candidates", f"mode:{mode}"]
+    return [{"agentId": agent_id,
+             "selectionBasis": selection_basis(item, context.candidates[agent_id], rules, context)}
+            for agent_id in addressed], pending
+
+
+def _auto_placement(item: WorkItem, body: dict, context: Context) -> tuple[list, list]:
+    """candidates "auto": the Group's members ranked by ranking.py; sequential offers the
+    best and queues the rest, urgent offers the best `candidateCount` (bounded)."""
+    mode, policy = body["mode"], context.policy
+    rules = ["auto-candidates", *ranking.AUTO_RULES, f"mode:{mode}"]
+    pool = list(context.candidates.values())
+    ranked = ranking.rank(item.contract, pool, context.now, policy.presence_ttl_seconds, rules)
+    if not ranked:
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            f"no worker in this Group is eligible for WorkItem {item.id}",
+            {"reason": "no eligible candidate",
+             "excluded": ranking.excluded(item.contract, pool, context.now,
+                                          policy.presence_ttl_seconds)})
+    if mode == "urgent":
+        count = min(body.get("candidateCount", policy.max_urgent_candidates),
+                    policy.max_urgent_candidates)
+        return ranked[:count], []
+    return ranked[:1], [entry["agentId"] for entry in ranked[1:]]
+
+
+def _fence_expired_owner(item: WorkItem, context: Context) -> list:
+    if item.owner is None:
+        return []
+    if fencing.owner_is_live(item, context.now):
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            f"WorkItem {item.id} has a live owner (agent {item.owner}, epoch "
+            f"{item.ownership_epoch}); it cannot be offered until that ownership ends",
+            {"owner": item.owner, "ownershipEpoch": item.ownership_epoch})
+    drafts = []
+    if item.live_lease is not None:
+        drafts.append(item_draft(item, "lease.expired",
+                                 {"leaseId": item.lease.id, "reason": "timeout"}))
+    reason = {QUEUED: "start_by", ACTIVE: "lease", BLOCKED: "blocked_lease"}.get(item.state,
+                                                                                "fenced")
+    drafts.append(item_draft(item, "work.ownership_expired", {
+        "agentId": item.owner, "ownershipEpoch": item.ownership_epoch, "reason": reason}))
+    return drafts
+
+
+def work_offer(view, command, context):
+    item = target_item(view, command)
+    active_mission(view, item.mission_id)
+    if item.state == FAILED:
+        retries.check_retry(item, context.now)  # §11.4: attempts, backoff, deadline, cost
+    if item.child_mission_id:
+        # Like work.unblock: while the linked child runs the parent stays blocked, or the
+        # child's approval could never verify it (§10.2). Cancel the child Mission first.
+        child = item.child_mission_id
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"WorkItem {item.id} waits on its child Mission {child}",
+                            {"childMissionId": child})
+    body = command.body
+    expires_at = parse_time(body["expiresAt"])
+    if expires_at <= context.now:
+        raise ProtocolError("VALIDATION_ERROR", "body.expiresAt must be in the future",
+                            {"path": "body.expiresAt"})
+    require_dependencies(view, item)
+    mode = body["mode"]
+    placement = _auto_placement if body["candidates"] == "auto" else _explicit_placement
+    addressed, pending = placement(item, body, context)
+    offers = [{"agentId": entry["agentId"], "expiresAt": format_time(expires_at), "rank": rank,
+               "selectionBasis": entry["selectionBasis"]}
+              for rank, entry in enumerate(addressed, start=1)]
+    drafts = _fence_expired_owner(item, context)
+    live = [o.agent_id for o in item.live_offers(context.now)]
+    if live:
+        drafts.append(item_draft(item, "work.offer_withdrawn",
+                                 {"agentIds": live, "reason": "replaced"}))
+    data = {"offers": offers, "mode": mode, "pendingCandidates": pending}
+    if body.get("startWithinSeconds"):
+        data["startWithinSeconds"] = body["startWithinSeconds"]
+    return drafts + [item_draft(item, "work.offered", data)]
+
+
+def _own_live_offer(item: WorkItem, command: Command, now):
+    offer = next((o for o in item.offers if o.agent_id == command.agent_id), None)
+    if offer is None or not offer.is_live(now):
+        status = "not addressed to you" if offer is None else (
+            "expired" if offer.status == "live" else offer.status)
+        raise ProtocolError("OFFER_NOT_LIVE", f"the offer of WorkItem {item.id} is {status}",
+                            {"status": status})
+    return offer
+
+
+def work_decline_offer(view, command, context):
+    item = target_item(view, command)
+    _own_live_offer(item, command, context.now)
+    declined = [item_draft(item, "work.offer_declined", {"agentId": command.agent_id,
+                                                     "reason": command.body["reason"],
+                                                     "detail": command.body.get("detail")})]
+    # Under autoDispatch the next pending candidate is offered in this same transaction.
+    # Imported here: dispatch builds its drafts with this module's Draft.
+    from .. import dispatch
+    return declined + dispatch.after(view, declined, context)
+
+
+def work_accept_offer(view, command, context):
+    item = target_item(view, command)
+    active_mission(view, item.mission_id)
+    revision = command.body["contractRevision"]
+    if item.state == QUEUED:
+        return _renew_acceptance(item, command, revision, context)
+    _own_live_offer(item, command, context.now)
+    if item.open_ambiguities:
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            "an essential ambiguity is open in the WorkItem Conversation; it must be resolved "
+            "before the WorkItem is accepted (§10.1)",
+            {"openAmbiguities": list(item.open_ambiguities)})
+    if revision != item.contract_revision:
+        raise ProtocolError("CONTRACT_REVISION_MISMATCH",
+                            f"the contract is at revision {item.contract_revision}, not {revision}",
+                            {"contractRevision": item.contract_revision})
+    require_dependencies(view, item)
+    _check_capacity(command.agent_id, context)
+    window = item.start_within_seconds or context.policy.start_window_seconds
+    losers = [o.agent_id for o in item.live_offers(context.now) if o.agent_id != command.agent_id]
+    drafts = [item_draft(item, "work.offer_accepted", {
+        "agentId": command.agent_id, "ownershipEpoch": item.ownership_epoch + 1,
+        "startBy": after(context.now, window), "withdrawn": losers,
+        "contractRevision": revision})]
+    if losers:
+        drafts.append(item_draft(item, "work.offer_withdrawn",
+                             {"agentIds": losers, "reason": f"accepted by {command.agent_id}"}))
+    return drafts
+
+
+def _check_capacity(agent_id: str, context: Context) -> None:
+    """The server's backstop to the Worker's own admission control (§10.3, §11.1): an
+    acceptance may not take the Agent past its Agent Card's maxConcurrency, counting the
+    WorkItems it owns in queued or active in every Group (facts the shell supplies)."""
+    candidate = context.candidates.get(agent_id)
+    if candidate is None:
+        return
+    if candidate.load >= candidate.max_concurrency:
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            f"accepting would exceed your Agent Card's maxConcurrency of "
+            f"{candidate.max_concurrency} ({candidate.load} WorkItems owned in queued or active)",
+            {"reason": "capacity", "maxConcurrency": candidate.max_concurrency,
+             "current": candidate.load})
+
+
+def _renew_acceptance(item: WorkItem, command: Command, revision: int, context) -> list:
+    if item.owner != command.agent_id:
+        # Not the owner: a loser whose offer was withdrawn, or never addressed (§10.3).
+        _own_live_offer(item, command, context.now)
+    fencing.check_ownership(item, command.agent_id, item.ownership_epoch, context.now)
+    if item.accepted_revision == item.contract_revision:
+        raise ProtocolError("OFFER_NOT_LIVE",
+                            f"you already accepted revision {item.contract_revision}; "
+                            "there is no offer to accept")
+    if revision != item.contract_revision:
+        raise ProtocolError("CONTRACT_REVISION_MISMATCH",
+                            f"the contract is at revision {item.contract_revision}, not {revision}",
+                            {"contractRevision": item.contract_revision})
+    return [item_draft(item, "work.contract_accepted",
+                   {"agentId": command.agent_id, "contractRevision": revision})]
