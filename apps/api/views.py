@@ -88,12 +88,8 @@ class CommandsView(APIView):
                                "an answer that issues a capability token to the lease holder "
                                "also carries `capabilityToken: {id, token, scopes, expiresAt}`.")
     def post(self, request, group_id):
-        principal = principal_of(request)
-        answer = pipeline.submit(group_id, read_json(request), principal)
-        body = answer.body
-        if answer.status == 200:
-            body = capability_bearer.with_bearer(group_id, body, principal)
-        return JsonResponse(body, status=answer.status)
+        answer = pipeline.submit(group_id, read_json(request), principal_of(request))
+        return JsonResponse(answer.body, status=answer.status)
 
 
 class CapabilityIntrospectionView(APIView):

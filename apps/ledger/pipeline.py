@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from apps.identity import principals
 from apps.identity.principals import Principal
-from apps.work import commands, state, store
+from apps.work import capability_bearer, commands, state, store
 from apps.work.commands import Context, Policy
 from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
@@ -49,10 +49,19 @@ def policy() -> Policy:
 
 
 def submit(group_id: str, envelope, principal: Principal, now: datetime | None = None) -> Answer:
+    """Decide one signed command and answer it, over any transport. An answer that
+    issued the sender a capability token carries its bearer string too (never stored:
+    derived again for a repeated answer)."""
+    answer = _answer(group_id, envelope, principal, now or timezone.now())
+    if answer.status != 200:
+        return answer
+    return Answer(200, capability_bearer.with_bearer(group_id, answer.body, principal))
+
+
+def _answer(group_id: str, envelope, principal: Principal, now: datetime) -> Answer:
     """Decide one signed command and answer it. Failures of identity, membership or
     envelope raise ProtocolError and are not remembered (they prove nothing about the
     id); a decision, acceptance or rejection, is remembered under the command id."""
-    now = now or timezone.now()
     signed = envelopes.check_envelope(envelope, group_id)
     member = principals.membership(group_id, principal, signature_key_id(envelope))
     fingerprint = sha256_hex(signed)  # what the signature covers is the command's content
