@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from apps.ledger import db, pipeline
 
-from . import store
+from . import dispatch, store
 from . import sweep as core
 from .commands import Context
 from .state import FAILED, OFFERED
@@ -67,16 +67,6 @@ def due(now: datetime, limit: int) -> list:
     return db.fetch(sql, [*params, limit])
 
 
-def _redispatch():
-    """`dispatch.redispatch` when automatic dispatch exists, else None (expired offers
-    and due retries are then left to the Coordinator)."""
-    try:
-        from . import dispatch
-    except ImportError:
-        return None
-    return getattr(dispatch, "redispatch", None)
-
-
 def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
     """One bounded sweep: counts of what it appended and of the Groups it visited."""
     now = now or timezone.now()
@@ -84,7 +74,7 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
     by_group = defaultdict(list)
     for group_id, item_id in due(now, limit):
         by_group[group_id].append(item_id)
-    policy, redispatch = pipeline.policy(), _redispatch()
+    policy, redispatch = pipeline.policy(), dispatch.redispatch
     result = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0, "groups": 0,
               "skippedGroups": 0, "failedGroups": 0}
     chunk = settings.MW_SWEEP_GROUP_CHUNK
@@ -129,7 +119,7 @@ class _GroupRound:
     def load(self, group_id: str):
         view = store.load_items_and_missions(group_id, self.item_ids)
         placing = [i for i in view.items.values() if i.state in (OFFERED, FAILED)]
-        if placing and self.redispatch is not None:
+        if placing:
             # Automatic dispatch ranks the Group's workers: their facts join the context.
             capabilities = sorted({c for i in placing for c in store.capability_ids(i)})
             self.context = replace(self.context, candidates=store.candidate_facts(
