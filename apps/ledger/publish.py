@@ -3,7 +3,7 @@
 Redis is a hint, PostgreSQL the record: a lost push is filled from the log by
 sequence, so a failure here is logged, never raised. With Redis configured a commit
 costs one PUBLISH on `mw:events:<groupId>` (each web process fans out to its own
-WebSocket subscribers); without it, subscribers in this process are told directly.
+WebSocket subscribers); without Redis there is nobody to tell yet.
 The push runs on the server's event loop when daphne serves us, otherwise on one
 background loop per process (management commands, Celery).
 """
@@ -20,7 +20,6 @@ log = logging.getLogger(__name__)
 _server_loop: asyncio.AbstractEventLoop | None = None
 _background_loop: asyncio.AbstractEventLoop | None = None
 _clients: dict = {}  # event loop -> redis.asyncio client
-_local_listeners: list = []  # callables(group_id, documents), for the embedded mode
 _lock = threading.Lock()
 
 
@@ -32,10 +31,6 @@ def remember_server_loop(loop: asyncio.AbstractEventLoop) -> None:
     """Called by the ASGI application on its loop (mission_weave/asgi.py)."""
     global _server_loop
     _server_loop = loop
-
-
-def listen_locally(listener) -> None:
-    _local_listeners.append(listener)
 
 
 def _loop() -> asyncio.AbstractEventLoop:
@@ -53,8 +48,6 @@ def _loop() -> asyncio.AbstractEventLoop:
 def events(group_id: str, documents: list) -> None:
     if not documents:
         return
-    for listener in _local_listeners:
-        listener(group_id, documents)
     if settings.REDIS_URL:
         message = json.dumps({"groupId": group_id, "events": documents}, separators=(",", ":"))
         future = asyncio.run_coroutine_threadsafe(_publish(group_id, message), _loop())
