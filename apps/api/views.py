@@ -10,8 +10,8 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from apps.identity import presence, principals, sessions
-from apps.ledger import authority, pipeline
-from apps.ledger.models import CommandRecord, Event, Group
+from apps.ledger import authority, feed, pipeline
+from apps.ledger.models import CommandRecord, Event
 from apps.work import capability_bearer, state
 from apps.work import models as work_models
 from mission_weave.protocol.canonical import domain_problem
@@ -113,10 +113,8 @@ class EventsView(APIView):
         member_of(request, group_id)
         after = _int_param(request, "after", 0, minimum=0)
         limit = _int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
-        rows = Event.objects.filter(group_id=group_id, sequence__gt=after).order_by("sequence")
-        head = Group.objects.filter(id=group_id).values_list("head_sequence", flat=True)[0]
-        return JsonResponse({"events": [pipeline.event_document(r) for r in rows[:limit]],
-                             "headSequence": head})
+        return JsonResponse({"events": feed.events_after(group_id, after, limit),
+                             "headSequence": feed.head(group_id)})
 
 
 def _int_param(request, name, default, minimum, maximum=None):
