@@ -78,6 +78,8 @@ INSTALLED_APPS = [
     "apps.identity",
     "apps.ledger",
     "apps.work",
+    "apps.artifacts",
+    "apps.delivery",
     "apps.api",
     "apps.bench",
 ]

@@ -1,0 +1,3 @@
+"""Blobs, artifact manifests, Evidence and Context Packages (§13)."""
+
+from django.db import models  # noqa: F401
