@@ -132,17 +132,27 @@ def _int_param(request, name, default, minimum, maximum=None):
 
 
 class WorkItemListView(APIView):
-    @extend_schema(parameters=[OpenApiParameter("missionId", str), OpenApiParameter("state", str)],
+    @extend_schema(parameters=[OpenApiParameter("missionId", str), OpenApiParameter("state", str),
+                               OpenApiParameter("owner", str, description="an agent id"),
+                               OpenApiParameter("order", str, enum=["id", "priority"])],
                    responses={200: OpenApiTypes.OBJECT}, summary="WorkItems of the Group",
+                   description="`order=priority` lists by the requested priority "
+                               "(apps/work/priority.py): urgency, business impact, deadline. "
+                               "`state=queued&owner=<agentId>&order=priority` is an Agent's "
+                               "queue in this Group.",
                    operation_id="work_items_list")
     def get(self, request, group_id):
         member_of(request, group_id)
-        rows = work_models.WorkItem.objects.filter(group_id=group_id).order_by("id")
-        for param, column in (("missionId", "mission_id"), ("state", "state")):
+        rows = work_models.WorkItem.objects.filter(group_id=group_id)
+        for param, column in (("missionId", "mission_id"), ("state", "state"), ("owner", "owner")):
             if request.query_params.get(param):
                 if "\x00" in request.query_params[param]:  # PostgreSQL cannot compare it
                     raise ProtocolError("VALIDATION_ERROR", f"{param} must not contain U+0000")
                 rows = rows.filter(**{column: request.query_params[param]})
+        order = request.query_params.get("order", "id")
+        if order not in ("id", "priority"):
+            raise ProtocolError("VALIDATION_ERROR", "order must be `id` or `priority`")
+        rows = rows.in_priority_order() if order == "priority" else rows.order_by("id")
         return JsonResponse({"workItems": [reads.work_item(state.item_from_doc(r.doc))
                                            for r in rows[:1000]]})
 

@@ -3,6 +3,10 @@
 the append pipeline (apps/work/store.py); rebuilt and compared by mw_verify."""
 
 from django.db import models
+from django.db.models.fields.json import KeyTextTransform
+from django.db.models.functions import Cast
+
+from . import priority
 
 
 class Mission(models.Model):
@@ -20,7 +24,26 @@ class Mission(models.Model):
                                                name="mission_unique")]
 
 
+class WorkItemQuerySet(models.QuerySet):
+    def in_priority_order(self):
+        """The requested priority of apps/work/priority.py, computed from the current
+        contract in SQL so that a revision reorders at once and paging stays correct."""
+        def scale(key, values):
+            return models.Case(*(models.When(models.Q(**{f"doc__contract__{key}": v}), then=i)
+                                 for i, v in enumerate(values)),
+                               default=len(values), output_field=models.IntegerField())
+        return self.alias(
+            urgency_rank=scale("urgency", priority.URGENCY),
+            impact_rank=scale("businessImpact", priority.BUSINESS_IMPACT),
+            deadline=Cast(KeyTextTransform(
+                "deadline", KeyTextTransform("contract", "doc")), models.DateTimeField()),
+        ).order_by("urgency_rank", "impact_rank", models.F("deadline").asc(nulls_last=True),
+                   "work_item_id")
+
+
 class WorkItem(models.Model):
+    objects = WorkItemQuerySet.as_manager()
+
     group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT)
     work_item_id = models.CharField(max_length=100)
     mission_id = models.CharField(max_length=100)

@@ -1,0 +1,51 @@
+"""§11.3: "Priority changes immediately reorder queued WorkItems." An Agent's queue in a
+Group, read with order=priority, follows the current contract's urgency, business impact
+and deadline; a revised contract moves an item at once."""
+
+from tests.support import Scenario, assert_error
+
+
+def queue(s: Scenario) -> list:
+    response = s.c.get(f"work-items?state=queued&owner={s.w1.name}&order=priority")
+    assert response.status_code == 200, response.content
+    return [item["id"] for item in response.json()["workItems"]]
+
+
+def queued(s: Scenario, **contract) -> str:
+    item_id = s.authorize(**contract)
+    s.offer(item_id, s.w1)
+    s.accept(item_id, s.w1)
+    return item_id
+
+
+def test_queue_lists_by_urgency_impact_then_deadline(db, clock):
+    s = Scenario()
+    low = queued(s, urgency="low")
+    late = queued(s, urgency="high", deadline="2031-01-01T00:00:00Z")
+    early = queued(s, urgency="high", deadline="2030-06-01T00:00:00+02:00")
+    impact = queued(s, urgency="high", businessImpact="critical")
+    assert queue(s) == [impact, early, late, low]
+
+
+def test_a_revised_urgency_reorders_the_queue_at_once(db, clock):
+    s = Scenario()
+    first = queued(s, urgency="normal")
+    second = queued(s, urgency="low")
+    assert queue(s) == [first, second]
+    revised = s.item(second)["contract"] | {"urgency": "critical", "revision": 2}
+    s.c.ok("work.revise_contract", {"contract": revised}, workItemId=second)
+    assert queue(s) == [second, first]
+
+
+def test_only_the_owners_items_are_in_its_queue(db, clock):
+    s = Scenario()
+    mine = queued(s)
+    theirs = s.authorize()
+    s.offer(theirs, s.w2)
+    s.accept(theirs, s.w2)
+    assert queue(s) == [mine]
+
+
+def test_an_unknown_order_is_refused(db, clock):
+    s = Scenario()
+    assert_error(s.c.get("work-items?order=loudest"), 400, "VALIDATION_ERROR")
