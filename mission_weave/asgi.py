@@ -16,9 +16,9 @@ import django  # noqa: E402
 django.setup(set_prefix=False)
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from apps.delivery.origin import AgentFriendlyOriginValidator  # noqa: E402
 from apps.ledger import publish  # noqa: E402
 from mission_weave.http import PooledSyncASGIHandler  # noqa: E402
 from mission_weave.routing import websocket_urlpatterns  # noqa: E402
@@ -38,7 +38,7 @@ if settings.MW_EMBEDDED and settings.MW_SWEEP_IN_PROCESS:
 router = ProtocolTypeRouter(
     {
         "http": http_app,
-        "websocket": AllowedHostsOriginValidator(URLRouter(websocket_urlpatterns)),
+        "websocket": AgentFriendlyOriginValidator(URLRouter(websocket_urlpatterns)),
     }
 )
 

@@ -16,6 +16,10 @@ from django.core.handlers.asgi import ASGIHandler
 from django.db import close_old_connections
 from django.http import FileResponse
 
+from mission_weave import daphne_blobs
+
+daphne_blobs.install()
+
 
 class PooledSyncASGIHandler(ASGIHandler):
     def __init__(self):
@@ -30,6 +34,20 @@ class PooledSyncASGIHandler(ASGIHandler):
         # No ThreadSensitiveContext: nothing thread-sensitive runs per request but the
         # request signals, which may share one thread.
         await self.handle(scope, receive, send)
+
+    async def read_body(self, receive):
+        # A blob upload arrives as the file daphne holds (mission_weave/daphne_blobs.py);
+        # anything else is spooled by Django as usual, first message included.
+        first = await receive()
+        handed = daphne_blobs.handed_off(first)
+        if handed is not None:
+            return handed
+        pending = [first]
+
+        async def replay():
+            return pending.pop() if pending else await receive()
+
+        return await super().read_body(replay)
 
     async def run_get_response(self, request):
         loop = asyncio.get_running_loop()

@@ -1,4 +1,12 @@
 """WebSocket URL routes, mounted by mission_weave.asgi."""
 
-# The delivery consumer is mounted at /ws/v1/ later (apps.delivery).
-websocket_urlpatterns = []
+from channels.auth import AuthMiddlewareStack
+from django.urls import path
+
+from apps.delivery.consumer import DeliveryConsumer
+
+# AuthMiddlewareStack gives the consumer the logged-in human (session cookie); agents
+# bring `Authorization: Bearer` on the handshake instead.
+websocket_urlpatterns = [
+    path("ws/v1/", AuthMiddlewareStack(DeliveryConsumer.as_asgi())),
+]

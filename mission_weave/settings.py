@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "apps.delivery",
     "apps.api",
     "apps.bench",
+    "apps.dashboard",
 ]
 
 MIDDLEWARE = [
@@ -158,7 +159,7 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "dashboard:login"
 
 # Redis: channel layer and Celery broker. Without it: in-memory layer, eager tasks.
 REDIS_URL = envstr("REDIS_URL", "")
@@ -171,9 +172,16 @@ if REDIS_URL:
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# WebSocket event fan-out does not go through the channel layer: one Redis pub/sub
+# subscription per process feeds its connections (apps/delivery/hub.py). An open
+# connection re-checks a Group's membership at least this often (changes also
+# notify it at once).
+MW_WS_MEMBERSHIP_TTL_SECONDS = envint("MW_WS_MEMBERSHIP_TTL_SECONDS", 5)
 
 CELERY_BROKER_URL = REDIS_URL or None
-CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+# Without a broker, tasks run inline after the commit that starts them; MW_TASKS_EAGER=1
+# forces that with one too (a test server that should finish its work before answering).
+CELERY_TASK_ALWAYS_EAGER = envbool("MW_TASKS_EAGER", not CELERY_BROKER_URL)
 CELERY_TASK_EAGER_PROPAGATES = True
 CELERY_RESULT_BACKEND = None
 CELERY_TIMEZONE = "UTC"
@@ -185,10 +193,25 @@ MW_SWEEP_BATCH = envint("MW_SWEEP_BATCH", 5000)
 MW_SWEEP_GROUP_CHUNK = envint("MW_SWEEP_GROUP_CHUNK", 100)
 # Embedded mode without Redis has no beat: the ASGI process sweeps in a thread of its own.
 MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", MW_EMBEDDED and not REDIS_URL)
+# Retention (apps/ledger/retention.py): keep at least this many newest events of each Group
+# in the online log, snapshot and archive the older ones (0 turns it off); how often.
+MW_RETENTION_ONLINE_EVENTS = envint("MW_RETENTION_ONLINE_EVENTS", 100_000)
+MW_RETENTION_INTERVAL_SECONDS = envint("MW_RETENTION_INTERVAL_SECONDS", 3600)
+# Most events one archiving transaction moves: bounds how long commands wait on the Group.
+MW_ARCHIVE_CHUNK = envint("MW_ARCHIVE_CHUNK", 10_000)
+# How often beat resumes reviews (§13.2) whose task was lost: Redis is a hint, and the
+# WorkItem's review says which step is missing (apps/artifacts/tasks.py).
+MW_REVIEW_RESUME_SECONDS = envint("MW_REVIEW_RESUME_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "apps.work.tasks.sweep", "schedule": MW_SWEEP_INTERVAL_SECONDS,
               # A round not started within an interval is superseded by the next one.
               "options": {"expires": MW_SWEEP_INTERVAL_SECONDS}},
+    "review-resume": {"task": "apps.artifacts.tasks.resume",
+                      "schedule": MW_REVIEW_RESUME_SECONDS,
+                      "options": {"expires": MW_REVIEW_RESUME_SECONDS}},
+    "retention": {"task": "apps.ledger.tasks.retention",
+                  "schedule": MW_RETENTION_INTERVAL_SECONDS,
+                  "options": {"expires": MW_RETENTION_INTERVAL_SECONDS}},
 }
 
 LANGUAGE_CODE = "en-us"
@@ -255,6 +278,25 @@ MW_EVENTS_PAGE_MAX = envint("MW_EVENTS_PAGE_MAX", 1000)
 MW_AUTHORITY_KEY = envstr("MW_AUTHORITY_KEY") or None
 # Where the authority key seed is kept when MW_AUTHORITY_KEY is not set.
 MW_AUTHORITY_KEY_FILE = Path(envstr("MW_AUTHORITY_KEY_FILE", str(MW_DATA_DIR / "authority.key")))
+
+# --- Blob store (PROTOCOL §5) ------------------------------------------------------------
+# Largest blob a PUT may carry, in bytes (PAYLOAD_TOO_LARGE above it). Blob bodies are
+# streamed, so DATA_UPLOAD_MAX_MEMORY_SIZE (MW_MAX_BODY_BYTES) does not apply to them.
+MW_BLOB_MAX_BYTES = envint("MW_BLOB_MAX_BYTES", 1024 * 1024 * 1024)
+# The review pipeline (§13.2, apps/artifacts/tasks.py): the largest artifact it parses as
+# JSON for a schema or check (its content is held in memory).
+MW_REVIEW_MAX_JSON_BYTES = envint("MW_REVIEW_MAX_JSON_BYTES", 16 * 1024 * 1024)
+# "filesystem" (content-addressed files under MW_BLOB_ROOT) or "s3" (any S3-compatible
+# service through django-storages; MW_S3_* below). Uploads are spooled and verified in
+# MW_BLOB_ROOT/incoming either way.
+MW_BLOB_STORAGE = envstr("MW_BLOB_STORAGE", "filesystem")
+MW_BLOB_ROOT = Path(envstr("MW_BLOB_ROOT", str(MW_DATA_DIR / "blobs")))
+MW_S3_BUCKET = envstr("MW_S3_BUCKET", "")
+MW_S3_ENDPOINT_URL = envstr("MW_S3_ENDPOINT_URL", "") or None  # e.g. a MinIO URL
+MW_S3_REGION = envstr("MW_S3_REGION", "") or None
+MW_S3_ACCESS_KEY_ID = envstr("MW_S3_ACCESS_KEY_ID", "") or None
+MW_S3_SECRET_ACCESS_KEY = envstr("MW_S3_SECRET_ACCESS_KEY", "") or None
+MW_S3_PREFIX = envstr("MW_S3_PREFIX", "blobs")
 
 # --- Logging --------------------------------------------------------------------------
 # Request bodies are never logged. django.db.backends stays at INFO even when

@@ -146,9 +146,9 @@ class Scenario:
 
     def offer(self, item_id: str, *workers, mode="sequential", seconds=600) -> list:
         names = [w.name for w in workers] or [self.w1.name]
+        expires_at = format_time(now() + timedelta(seconds=seconds))
         return self.c.ok("work.offer", {"candidates": names, "mode": mode,
-                                        "expiresAt": format_time(now() + timedelta(seconds=seconds))},
-                         workItemId=item_id)
+                                        "expiresAt": expires_at}, workItemId=item_id)
 
     def item(self, item_id: str) -> dict:
         return self.c.get(f"work-items/{item_id}").json()

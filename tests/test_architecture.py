@@ -18,9 +18,12 @@ ROOT = Path(__file__).resolve().parent.parent
 PURE_FILES = sorted(
     [ROOT / "apps" / "work" / f"{name}.py"
      for name in ("lifecycle", "state", "fencing", "dag", "schemas", "sweep",
-                  "capabilities", "retries", "ranking", "dispatch")]
+                  "capabilities", "retries", "ranking", "dispatch", "budgets", "priority")]
     + list((ROOT / "apps" / "work" / "commands").rglob("*.py"))
     + [ROOT / "apps" / "ledger" / "chain.py"]
+    + [ROOT / "apps" / "dashboard" / "graph.py"]
+    + [ROOT / "apps" / "artifacts" / f"{name}.py" for name in ("review", "checks",
+                                                                "manifests", "packages", "records")]
     + list((ROOT / "mission_weave" / "protocol").rglob("*.py"))
     + list((ROOT / "mission_weave" / "sdk").rglob("*.py")))
 

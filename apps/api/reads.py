@@ -23,7 +23,9 @@ def work_item(item: state.WorkItem) -> dict:
         "attempts": item.attempts, "blockedUntil": _time(item.blocked_until),
         "requiredResolution": item.required_resolution, "childMissionId": item.child_mission_id,
         "lastCheckpoint": item.last_checkpoint, "submission": item.submission,
-        "openAmbiguities": list(item.open_ambiguities),
+        "review": item.review,
+        "openAmbiguities": list(item.open_ambiguities), "usage": item.usage,
+        "scheduleDisclosure": item.schedule_disclosure,
     }
 
 
@@ -33,7 +35,7 @@ def mission(mission: state.Mission) -> dict:
         "ownerId": mission.owner_id, "coordinatorId": mission.coordinator_id,
         "parentWorkItemId": mission.parent_work_item_id, "workItems": list(mission.work_items),
         "revision": mission.revision, "budgets": mission.budgets,
-        "autoDispatch": mission.auto_dispatch,
+        "autoDispatch": mission.auto_dispatch, "usage": mission.usage,
     }
 
 

@@ -1,7 +1,11 @@
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView
 
-from . import views
+from apps.artifacts import blob_views, review_views
+from apps.artifacts import views as artifact_views
+from apps.delivery.views import CursorView
+
+from . import history_views, membership, views
 
 
 class IdConverter:
@@ -28,10 +32,23 @@ urlpatterns = [
     path("presence", views.PresenceView.as_view()),
     path(f"{G}/commands", views.CommandsView.as_view()),
     path(f"{G}/events", views.EventsView.as_view()),
+    path(f"{G}/cursor", CursorView.as_view()),
+    path(f"{G}/snapshots/<id:snapshot_id>", history_views.SnapshotView.as_view()),
+    path(f"{G}/archive", history_views.ArchiveView.as_view()),
+    path(f"{G}/membership", membership.MembershipView.as_view()),
     path(f"{G}/work-items", views.WorkItemListView.as_view()),
     path(f"{G}/work-items/<id:work_item_id>", views.WorkItemView.as_view()),
     path(f"{G}/work-items/<id:work_item_id>/audit", views.WorkItemAuditView.as_view()),
+    path(f"{G}/work-items/<id:work_item_id>/review", review_views.WorkItemReviewView.as_view()),
     path(f"{G}/missions", views.MissionListView.as_view()),
     path(f"{G}/missions/<id:mission_id>", views.MissionView.as_view()),
+    path(f"{G}/artifacts/<id:hash>", artifact_views.ArtifactView.as_view()),
+    path(f"{G}/artifacts/<id:hash>/provenance", artifact_views.ProvenanceView.as_view()),
+    path(f"{G}/context-packages/<id:package_id>", artifact_views.ContextPackageView.as_view()),
+    path(f"{G}/context-packages/<id:package_id>/events",
+         artifact_views.ContextPackageEventsView.as_view()),
+    # Any text, slashes included: a bad name (`../x` too) is a VALIDATION_ERROR from the
+    # view, and only a validated hex digest reaches storage.
+    path("blobs/<path:name>", blob_views.BlobView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
 ]

@@ -3,15 +3,15 @@
 import json
 
 from django.conf import settings
-from django.http import JsonResponse
+from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from apps.identity import presence, principals, sessions
-from apps.ledger import authority, feed, pipeline
-from apps.ledger.models import CommandRecord, Event
+from apps.ledger import authority, feed, history, pipeline
+from apps.ledger.models import CommandRecord
 from apps.work import capability_bearer, state
 from apps.work import models as work_models
 from mission_weave.protocol.canonical import domain_problem
@@ -113,8 +113,8 @@ class EventsView(APIView):
         member_of(request, group_id)
         after = _int_param(request, "after", 0, minimum=0)
         limit = _int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
-        return JsonResponse({"events": feed.events_after(group_id, after, limit),
-                             "headSequence": feed.head(group_id)})
+        return HttpResponse(feed.page_json(group_id, after, limit),
+                            content_type="application/json")
 
 
 def _int_param(request, name, default, minimum, maximum=None):
@@ -179,12 +179,10 @@ class WorkItemAuditView(APIView):
     def get(self, request, group_id, work_item_id):
         member_of(request, group_id)
         _item(group_id, work_item_id)
-        events = Event.objects.filter(group_id=group_id, work_item_id=work_item_id) \
-            .order_by("sequence")
         refused = CommandRecord.objects.filter(group_id=group_id, work_item_id=work_item_id,
                                                accepted=False).order_by("created_at")
         return JsonResponse({
-            "events": [pipeline.event_document(e) for e in events],
+            "events": history.events_of_work_item(group_id, work_item_id),
             "refusedCommands": [reads.refused_command(r) for r in refused]})
 
 

@@ -19,9 +19,9 @@ def free_port() -> int:
 
 
 @contextmanager
-def server(workers: int):
-    """daphne × `workers` on a free port, with this process's environment."""
-    port = free_port()
+def server(workers: int, port: int | None = None):
+    """daphne × `workers` on `port` (default: a free one), with this process's environment."""
+    port = port or free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "mission_weave.serve", "--workers", str(workers),
          "--port", str(port)], env={**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10},

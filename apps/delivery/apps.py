@@ -5,3 +5,8 @@ class DeliveryConfig(AppConfig):
     name = "apps.delivery"
     label = "delivery"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from . import signals
+
+        signals.connect()

@@ -1,6 +1,6 @@
 """Event documents and the hash chain (PROTOCOL §3). Pure: no Django."""
 
-from mission_weave.protocol.canonical import ZERO_HASH, content_hash
+from mission_weave.protocol.canonical import ZERO_HASH, canonical, content_hash, sha256_hex
 
 GENESIS_HASH = ZERO_HASH
 
@@ -25,3 +25,40 @@ def check_chain(documents, start_hash: str = GENESIS_HASH, start_sequence: int =
             problems.append(f"sequence {sequence}: hash does not match its content")
         expected_prev, expected_sequence = document["hash"], sequence + 1
     return problems
+
+
+# What the chain gives an event only when it is appended under the Group lock, and the
+# marks that stand for them in a template (as `canonical` writes them).
+_CHAINED = ("commandId", "id", "prevHash", "sequence")
+_MARK = "\x00mw-chain\x00"
+_MARKS = {name: f"{_MARK}{name}" for name in _CHAINED}
+_WRITTEN = [canonical(mark).decode() for mark in _MARKS.values()]
+
+
+class Template:
+    """An event document sealed in two steps: its canonical form is written once,
+    before the Group lock, with marks where the chained members go (`commandId`, `id`,
+    `prevHash`, `sequence`); under the lock `seal` fills them in and hashes, which costs
+    a string join and one sha256 instead of a canonical serialization. The marks are
+    found in what `canonical` itself wrote, so the bytes hashed are its bytes."""
+
+    def __init__(self, document: dict):
+        text = canonical({**document, **_MARKS}).decode()
+        self.pieces, rest = [], text
+        for mark in _WRITTEN:  # RFC 8785 orders members by name: the marks come in order
+            if text.count(mark) != 1:
+                raise ValueError(f"cannot template an event whose content holds {mark!r}")
+            before, _, rest = rest.partition(mark)
+            self.pieces.append(before)
+        self.pieces.append(rest)
+        self.document = document
+
+    def seal(self, command_id: str, event_id: str, prev_hash: str, sequence: int) -> dict:
+        """The complete document with its `hash`, equal to `seal` of the same members.
+        Ids and hashes are ASCII without escapes (prefix_hex, sha256:hex)."""
+        p = self.pieces
+        text = (f'{p[0]}"{command_id}"{p[1]}"{event_id}"{p[2]}"{prev_hash}"{p[3]}'
+                f'{sequence}{p[4]}')
+        return {**self.document, "commandId": command_id, "id": event_id,
+                "prevHash": prev_hash, "sequence": sequence,
+                "hash": sha256_hex(text.encode())}

@@ -88,3 +88,16 @@ def insert(table: str, columns: list, rows: list) -> tuple:
     sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
            + ", ".join([placeholders] * len(rows)))
     return sql, [value for row in rows for value in row]
+
+
+def copy(table: str, columns: list, rows: list) -> None:
+    """Insert many rows now: COPY on PostgreSQL (a fraction of the per-row cost of
+    INSERT, on both sides of the wire), row by row elsewhere."""
+    if not rows:
+        return
+    if not is_postgres():
+        return execute_batch([insert(table, columns, rows)])
+    with connection.cursor() as cursor, connection.wrap_database_errors:
+        with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as stream:
+            for row in rows:
+                stream.write_row(row)

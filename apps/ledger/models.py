@@ -11,6 +11,9 @@ class Group(models.Model):
     name = models.CharField(max_length=200, blank=True)
     head_sequence = models.BigIntegerField(default=0)
     head_hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
+    # Events at or below this sequence were moved to the archive (apps/ledger/archive.py);
+    # the online log holds the rest. Only rises.
+    online_floor = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
@@ -25,10 +28,9 @@ class AppendOnlyQuerySet(models.QuerySet):
         raise TypeError("the event log is append-only: events are never deleted")
 
 
-class Event(models.Model):
-    """One entry of a Group's log: gapless sequence from 1, hash-chained (PROTOCOL §3)."""
+class LoggedEvent(models.Model):
+    """The columns of a logged event (PROTOCOL §3), online or archived; append-only."""
 
-    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="events")
     sequence = models.BigIntegerField()
     event_id = models.CharField(max_length=100, unique=True)
     type = models.CharField(max_length=100)
@@ -45,9 +47,7 @@ class Event(models.Model):
     objects = AppendOnlyQuerySet.as_manager()
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["group", "sequence"],
-                                               name="event_sequence_unique")]
-        indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
+        abstract = True
 
     def save(self, *args, **kwargs):
         if not self._state.adding:
@@ -56,6 +56,45 @@ class Event(models.Model):
 
     def delete(self, *args, **kwargs):
         raise TypeError("the event log is append-only: events are never deleted")
+
+
+class Event(LoggedEvent):
+    """One entry of a Group's log: gapless sequence from 1, hash-chained (PROTOCOL §3)."""
+
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="events")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "sequence"],
+                                               name="event_sequence_unique")]
+        indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
+
+
+class ArchivedEvent(LoggedEvent):
+    """An event moved out of the online log by archiving (PROTOCOL §4: archiving never
+    deletes history). The same columns and chain as Event, and as append-only."""
+
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="archived_events")
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "sequence"],
+                                               name="archived_event_sequence_unique")]
+        indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
+
+
+class Snapshot(models.Model):
+    """The projected state of a Group at a sequence, signed by the authority
+    (apps/ledger/snapshots.py). `document` is the signed JSON exactly as served."""
+
+    id = models.CharField(primary_key=True, max_length=100)
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="snapshots")
+    sequence = models.BigIntegerField()
+    hash = models.CharField(max_length=71)
+    document = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["group", "sequence"],
+                                               name="snapshot_sequence_unique")]
 
 
 class CommandRecord(models.Model):
@@ -69,7 +108,8 @@ class CommandRecord(models.Model):
     work_item_id = models.CharField(max_length=100, null=True)
     accepted = models.BooleanField()
     status = models.PositiveSmallIntegerField()
-    response = models.JSONField()  # a rejection: its error; an acceptance: {sequences: [first, last]}
+    # A rejection: its error; an acceptance: {sequences: [first, last]}.
+    response = models.JSONField()
     envelope = models.JSONField(null=True)  # kept for rejections: the audit trail of late results
     created_at = models.DateTimeField()
 

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from apps.artifacts import facts as artifact_facts
 from apps.identity import principals
 from apps.identity.principals import Principal
 from apps.work import capability_bearer, commands, state, store
@@ -25,7 +26,7 @@ from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import chain, db, publish
+from . import chain, db, history, publish
 from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
 
@@ -79,18 +80,22 @@ def _answer(group_id: str, envelope, principal: Principal, now: datetime) -> Ans
 
     try:
         with transaction.atomic():
-            head = _lock(group_id)
+            heads = _lock_groups(group_id, artifact_facts.other_groups(command))
+            head = heads[group_id]
             try:
                 view = store.load(group_id, command)
                 context = Context(now=now, policy=policy(),
-                                  candidates=store.candidates(group_id, command, view))
+                                  candidates=store.candidates(group_id, command, view),
+                                  facts=artifact_facts.load(group_id, command, head[0]))
                 drafts = commands.decide(view, command, context)
             except ProtocolError as rejection:
                 answer = Answer(rejection.http_status, rejection.as_json())
                 db.execute_batch([_record(group_id, command, fingerprint, answer, envelope, now)])
             else:
-                events, writes = _append(group_id, head, view, drafts, command.actor, command.id,
+                own = [d for d in drafts if d.group_id in (None, group_id)]
+                events, writes = _append(group_id, head, view, own, command.actor, command.id,
                                          now)
+                writes += _append_elsewhere(group_id, heads, drafts, command, now)
                 answer = Answer(200, {"commandId": command.id, "events": events,
                                       "duplicate": False})
                 # The record goes last: a repeated id fails its unique constraint and
@@ -142,6 +147,86 @@ def submit_system(group_id: str, decide_system, now: datetime, load,
 SYSTEM_SLICE = 2000  # events per statement: 13 columns each, well under 65535 parameters
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """One WorkItem's system events, evolved, serialized and written out before the
+    Group lock (the sweeper's path): the chain's members are all `submit_prepared` adds."""
+
+    work_item_id: str
+    version: object  # the projection row's version the events were decided from
+    templates: tuple  # chain.Template per event
+    rows: tuple  # per event: (type, occurred_at, mission_id, work_item_id, revision, data)
+    patch: tuple  # store.item_patch
+
+
+def prepare_system(group_id: str, view: state.View, versions: dict, drafts: list,
+                   now: datetime) -> list:
+    """[Prepared] for system drafts that each change only the WorkItem they name (a
+    deadline's expiry), decided from `view` as read without the lock at `versions`."""
+    by_item = {}
+    for draft in drafts:
+        by_item.setdefault(draft.work_item_id, []).append(draft)
+    occurred_at, at = format_time(now), connection.ops.adapt_datetimefield_value(now)
+    prepared = []
+    for item_id, item_drafts in by_item.items():
+        before = view.items[item_id]
+        alone = state.View(dict(view.missions), {item_id: before})
+        templates, rows = [], []
+        for draft in item_drafts:
+            state.evolve(alone, state.Event(draft.type, draft.data, now, draft.mission_id,
+                                            item_id))
+            revision = alone.items[item_id].revision
+            templates.append(chain.Template({
+                "id": None, "groupId": group_id, "sequence": None, "type": draft.type,
+                "occurredAt": occurred_at, "actor": "system", "commandId": None,
+                "missionId": draft.mission_id, "workItemId": item_id, "revision": revision,
+                "data": draft.data, "prevHash": None}))
+            rows.append((draft.type, at, draft.mission_id, item_id, revision,
+                         db.to_json(draft.data)))
+        if alone.items.keys() != {item_id} or alone.proposals or alone.missions.keys() != \
+                view.missions.keys() or any(alone.missions[k] is not m
+                                            for k, m in view.missions.items()):
+            raise ValueError(f"{item_drafts[0].type} changes more than WorkItem {item_id}")
+        prepared.append(Prepared(item_id, versions[item_id], tuple(templates), tuple(rows),
+                                 store.item_patch(group_id, before, alone.items[item_id])))
+    return prepared
+
+
+def submit_prepared(group_id: str, prepared: list, skip_locked: bool = False) -> list | None:
+    """Append `prepare_system`'s events under the Group lock: those of WorkItems whose
+    row is still the version they were decided from (a renewal, a command or another
+    sweeper that got there first wins; the item is left to the next sweep), chained
+    after the head. The lock is held for a version check, a sha256 per event, a COPY of
+    the events and one round trip of updates. None if `skip_locked` and the Group is busy."""
+    with transaction.atomic():
+        head = _lock(group_id, skip_locked)
+        if head is None:
+            return None
+        current = store.versions(group_id, [p.work_item_id for p in prepared])
+        kept = [p for p in prepared if current.get(p.work_item_id) == p.version]
+        if not kept:
+            return []
+        sequence, prev_hash = head
+        command_id = commands.derive_id("sys", f"{group_id}/{sequence}")
+        documents, rows = [], []
+        for p in kept:
+            for template, (type_, at, mission_id, item_id, revision, data) in zip(p.templates,
+                                                                                p.rows):
+                event_id = commands.derive_id("evt", command_id, f"{group_id}/{len(rows)}")
+                sequence += 1
+                document = template.seal(command_id, event_id, prev_hash, sequence)
+                rows.append((group_id, sequence, event_id, type_, at, "system", command_id,
+                             mission_id, item_id, revision, data, prev_hash, document["hash"]))
+                prev_hash = document["hash"]
+                documents.append(document)
+        db.copy(EVENTS, EVENT_COLUMNS, rows)
+        db.execute_batch([(f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s "
+                           f"WHERE id = %s", [sequence, prev_hash, group_id]),
+                          store.patch_items([p.patch for p in kept])])
+        transaction.on_commit(lambda: publish.events(group_id, documents))
+    return documents
+
+
 GROUPS, EVENTS, RECORDS = (Group._meta.db_table, Event._meta.db_table,
                            CommandRecord._meta.db_table)
 EVENT_COLUMNS = ["group_id", "sequence", "event_id", "type", "occurred_at", "actor",
@@ -170,6 +255,35 @@ def _lock(group_id: str, skip_locked: bool = False) -> tuple[int, str] | None:
     return rows[0]
 
 
+def _lock_groups(group_id: str, others: set) -> dict:
+    """Group id -> head for the command's Group and the other Groups it may append to
+    (a cross-Group forwarding), locked in id order so that two such commands never wait
+    on each other in a cycle. Another Group that does not exist is left out: `decide`
+    refuses it, having found no membership there."""
+    heads = {}
+    for locked in sorted({group_id} | others):
+        try:
+            heads[locked] = _lock(locked)
+        except ProtocolError:
+            if locked == group_id:
+                raise
+    return heads
+
+
+def _append_elsewhere(group_id: str, heads: dict, drafts: list, command, now) -> list:
+    """The writes of a command's events in other Groups' logs (`artifact.received`),
+    each chained after that Group's head. They name no Mission or WorkItem there, only
+    what they add, so they evolve an empty View. The answer lists the command's own
+    Group's events; the others are in their Groups' logs and feeds."""
+    writes = []
+    for other in sorted({d.group_id for d in drafts} - {None, group_id}):
+        _, more = _append(other, heads[other], state.View(),
+                          [d for d in drafts if d.group_id == other], command.actor,
+                          command.id, now)
+        writes += more
+    return writes
+
+
 def _repeat(prior: CommandRecord, fingerprint: str) -> Answer:
     if prior.content_hash != fingerprint:
         error = ProtocolError("IDEMPOTENCY_MISMATCH",
@@ -177,11 +291,11 @@ def _repeat(prior: CommandRecord, fingerprint: str) -> Answer:
         return Answer(error.http_status, error.as_json())
     if not prior.accepted:
         return Answer(prior.status, prior.response)
-    # An acceptance is remembered by the sequences of its events; the log has them.
+    # An acceptance is remembered by the sequences of its events; the log has them
+    # (or, once archived, the archive).
     first, last = prior.response["sequences"]
-    events = Event.objects.filter(group_id=prior.group_id, sequence__range=(first, last))
     return Answer(200, {"commandId": prior.command_id, "duplicate": True,
-                        "events": [event_document(e) for e in events.order_by("sequence")]})
+                        "events": history.events_between(prior.group_id, first, last)})
 
 
 def _record(group_id, command, fingerprint, answer: Answer, envelope, now) -> tuple:
@@ -224,7 +338,15 @@ def _append(group_id: str, head: tuple, view: state.View, drafts: list, actor: s
                [sequence, prev_hash, group_id]),
               *store.changes(group_id, before, view)]
     transaction.on_commit(lambda: publish.events(group_id, documents))
+    transaction.on_commit(lambda: _follow_up(group_id, documents))
     return documents, writes
+
+
+def _follow_up(group_id: str, documents: list) -> None:
+    """Background work that committed events start: a submission's review (§13.2)."""
+    from apps.artifacts import tasks  # late: the review's tasks append through this module
+
+    tasks.schedule(group_id, documents)
 
 
 def _revision(view: state.View, draft) -> int | None:

@@ -2,8 +2,10 @@
 
 Redis is a hint, PostgreSQL the record: a lost push is filled from the log by
 sequence, so a failure here is logged, never raised. With Redis configured a commit
-costs one PUBLISH on `mw:events:<groupId>` (each web process fans out to its own
-WebSocket subscribers); without Redis there is nobody to tell yet.
+costs one PUBLISH on `mw:events:<groupId>`, and each web process's one subscription
+fans it out to its own WebSocket subscribers (apps/delivery/hub.py); without Redis
+(embedded, one process) the events go straight to that process's hub. A membership
+change is announced the same way on `mw:members:<groupId>`.
 The push runs on the server's event loop when daphne serves us, otherwise on one
 background loop per process (management commands, Celery).
 """
@@ -45,23 +47,49 @@ def _loop() -> asyncio.AbstractEventLoop:
     return _background_loop
 
 
+def members_channel(group_id: str) -> str:
+    return f"mw:members:{group_id}"
+
+
 def events(group_id: str, documents: list) -> None:
     if not documents:
         return
     if settings.REDIS_URL:
         message = json.dumps({"groupId": group_id, "events": documents}, separators=(",", ":"))
-        future = asyncio.run_coroutine_threadsafe(_publish(group_id, message), _loop())
-        future.add_done_callback(_log_failure)
+        _send(redis_channel(group_id), message)
+    else:
+        _to_local_hub("events", group_id, documents)
 
 
-async def _publish(group_id: str, message: str) -> None:
+def membership_changed(group_id: str, principal: str) -> None:
+    """Open connections of `principal` in this Group re-check their membership now."""
+    if settings.REDIS_URL:
+        _send(members_channel(group_id), principal)
+    else:
+        _to_local_hub("membership_changed", group_id, principal)
+
+
+def _send(channel: str, message: str) -> None:
+    future = asyncio.run_coroutine_threadsafe(_publish(channel, message), _loop())
+    future.add_done_callback(_log_failure)
+
+
+def _to_local_hub(method: str, group_id: str, argument) -> None:
+    # Embedded: the only subscribers are this process's, on the server's loop.
+    if _server_loop is not None and _server_loop.is_running():
+        from apps.delivery import hub
+
+        _server_loop.call_soon_threadsafe(getattr(hub.HUB, method), group_id, argument)
+
+
+async def _publish(channel: str, message: str) -> None:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
         import redis.asyncio
 
         client = _clients[loop] = redis.asyncio.from_url(settings.REDIS_URL)
-    await client.publish(redis_channel(group_id), message)
+    await client.publish(channel, message)
 
 
 def _log_failure(future) -> None:

@@ -9,9 +9,8 @@ later `work.offer` of the failed item (a coordinator's or the sweeper's) asks
 `refusal`, and is refused with BUDGET_EXCEEDED {reason: attempts|backoff|deadline|cost|
 permanent} while the budget does not allow it.
 
-Cost: `retry.maxCost` is compared with the money spent on the WorkItem when the caller
-passes it (`spent`, `{amount, currency}`); until usage recording exists nothing is
-spent, so cost never refuses.
+Cost: `retry.maxCost` is compared with the money spent on the WorkItem so far, its
+`usage.financial` as `usage.record` charged it (apps/work/budgets.py).
 """
 
 import math
@@ -57,7 +56,7 @@ def _deadline(retry: dict) -> datetime | None:
     return parse_time(retry["deadline"]) if retry.get("deadline") else None
 
 
-def budget_left(item: WorkItem, now: datetime, spent: dict | None = None) -> str | None:
+def budget_left(item: WorkItem, now: datetime) -> str | None:
     """Which budget forbids another attempt at `now` (attempts, deadline, cost), or None."""
     retry = item.contract["retry"]
     if item.attempts >= retry["maxAttempts"]:
@@ -65,7 +64,7 @@ def budget_left(item: WorkItem, now: datetime, spent: dict | None = None) -> str
     deadline = _deadline(retry)
     if deadline is not None and now >= deadline:
         return "deadline"
-    if cost_exceeded(retry.get("maxCost"), spent):
+    if cost_exceeded(retry.get("maxCost"), item.usage.get("financial")):
         return "cost"
     return None
 
@@ -82,11 +81,10 @@ class Outcome:
         return self.exhausted_by is not None
 
 
-def after_failure(item: WorkItem, permanent: bool, now: datetime,
-                  spent: dict | None = None) -> Outcome:
+def after_failure(item: WorkItem, permanent: bool, now: datetime) -> Outcome:
     if permanent:
         return Outcome(None, "permanent")
-    exhausted_by = budget_left(item, now, spent)
+    exhausted_by = budget_left(item, now)
     if exhausted_by is not None:
         return Outcome(None, exhausted_by)
     retry = item.contract["retry"]
@@ -97,13 +95,13 @@ def after_failure(item: WorkItem, permanent: bool, now: datetime,
     return Outcome(retry_at, None)
 
 
-def refusal(item: WorkItem, now: datetime, spent: dict | None = None) -> dict | None:
+def refusal(item: WorkItem, now: datetime) -> dict | None:
     """Why the failed `item` may not be offered again at `now`, or None when it may."""
     retry = item.contract["retry"]
     details = {"attempts": item.attempts, "maxAttempts": retry["maxAttempts"]}
     if item.retry_exhausted:
         return {"reason": item.retry_exhausted, **details}
-    reason = budget_left(item, now, spent)
+    reason = budget_left(item, now)
     if reason is not None:
         return {"reason": reason, **details, "deadline": retry.get("deadline")}
     if item.retry_at is not None and now < item.retry_at:
@@ -111,8 +109,8 @@ def refusal(item: WorkItem, now: datetime, spent: dict | None = None) -> dict | 
     return None
 
 
-def check_retry(item: WorkItem, now: datetime, spent: dict | None = None) -> None:
-    refused = refusal(item, now, spent)
+def check_retry(item: WorkItem, now: datetime) -> None:
+    refused = refusal(item, now)
     if refused is not None:
         why = _EXPLAIN[refused["reason"]]
         raise ProtocolError("BUDGET_EXCEEDED", f"WorkItem {item.id} may not be retried now: {why}",

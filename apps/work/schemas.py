@@ -4,6 +4,7 @@ every command body. A body that breaks its schema is refused with the path named
 import json
 from pathlib import Path
 
+from apps.artifacts import checks
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema
 
@@ -22,7 +23,8 @@ SECONDS = {"type": "integer", "minimum": 1, "maximum": 10 * 366 * 86400}  # <= 1
 # Closed: there is no member for private reasoning, and one that tries to add it is refused.
 EVIDENCE = {
     "type": "object", "additionalProperties": False,
-    "required": ["id", "subject", "criteria", "method", "result", "producer", "timestamp"],
+    "required": ["id", "subject", "criteria", "method", "result", "producer", "timestamp",
+                 "artifacts"],
     "properties": {
         "id": ID, "subject": {"type": "string", "minLength": 1, "maxLength": 500},
         "criteria": {"type": "array", "items": ID, "maxItems": 100},
@@ -61,6 +63,16 @@ CAPABILITY_SCOPES = {"type": "object", "additionalProperties": False,
                      "properties": {"tools": SCOPE_NAMES, "operations": SCOPE_NAMES}}
 
 
+# §11.5: the six dimensions of a budget or a usage delta (the contract's own definition).
+COUNT = {"type": "integer", "minimum": 0, "maximum": 2**53 - 1}
+MONEY = {"type": "object", "additionalProperties": False, "required": ["amount", "currency"],
+         "properties": {"amount": {"type": "string", "pattern": "^[0-9]{1,15}(\\.[0-9]{1,6})?$"},
+                        "currency": {"type": "string", "pattern": "^[A-Z]{3}$"}}}
+SIX_DIMENSIONS = {"type": "object", "additionalProperties": False, "properties": {
+    "financial": MONEY, "tokens": COUNT, "toolCalls": COUNT, "computeSeconds": COUNT,
+    "wallClockSeconds": COUNT, "sideEffects": COUNT}}
+
+
 def _body(properties: dict, required=()) -> dict:
     return {"type": "object", "additionalProperties": False, "required": list(required),
             "properties": properties}
@@ -68,7 +80,7 @@ def _body(properties: dict, required=()) -> dict:
 
 BODIES = {
     "mission.create": _body({"missionId": ID, "title": TEXT, "ownerId": PRINCIPAL,
-                             "coordinatorId": PRINCIPAL, "budgets": {"type": "object"},
+                             "coordinatorId": PRINCIPAL, "budgets": SIX_DIMENSIONS,
                              "autoDispatch": {"type": "boolean"}},
                             ["title", "ownerId", "coordinatorId"]),
     "mission.create_child": _body({"childMissionId": ID, "title": TEXT,
@@ -107,6 +119,8 @@ BODIES = {
                           "artifacts": {"type": "array", "items": HASH, "maxItems": 200},
                           "evidence": EVIDENCE_LIST}, ["contractRevision", "evidence"]),
     "work.accept_result": _body({"evidence": EVIDENCE_LIST}),
+    "evidence.record": _body({"workItemId": ID, "evidence": {**EVIDENCE_LIST, "minItems": 1}},
+                             ["evidence"]),
     "work.fail": _body({"evidence": {**EVIDENCE_LIST, "minItems": 1}, "reason": TEXT,
                         "permanent": {"type": "boolean"}}, ["evidence"]),
     "work.cancel": _body({"reason": TEXT}),
@@ -114,10 +128,73 @@ BODIES = {
     "capability.rotate": _body({"scopes": CAPABILITY_SCOPES, "expiresInSeconds": SECONDS}),
     "capability.narrow": _body({"scopes": CAPABILITY_SCOPES, "expiresInSeconds": SECONDS},
                                ["scopes"]),
+    "usage.record": SIX_DIMENSIONS,
     "conversation.post": _body({
         "messageId": ID, "kind": {"enum": ["message", "ambiguity", "resolution"]},
         "text": TEXT, "resolves": ID}, ["kind", "text"]),
 }
+
+# §13.1, §13.3: an artifact's manifest and a Context Package, each signed by the agent
+# that made it; closed, so every member the seed lists is there and nothing else is.
+SIGNATURE = {"type": "object", "additionalProperties": False, "required": ["alg", "keyId", "sig"],
+             "properties": {"alg": {"const": "Ed25519"},
+                            "keyId": {"type": "string", "minLength": 1, "maxLength": 120},
+                            "sig": {"type": "string", "minLength": 1, "maxLength": 200}}}
+HASHES = {"type": "array", "items": HASH, "maxItems": 1000, "uniqueItems": True}
+VERSION_TEXT = {"type": ["string", "null"], "maxLength": 200}
+MANIFEST = _body({
+    "hash": HASH,
+    "mediaType": {"type": "string", "maxLength": 255,
+                  "pattern": "^[A-Za-z0-9][A-Za-z0-9!#&^_.+-]*/[A-Za-z0-9][A-Za-z0-9!#&^_.+-]*"
+                             "( *;.*)?$"},
+    "schema": {"type": ["string", "null"], "minLength": 1, "maxLength": 2000},
+    "size": {"type": "integer", "minimum": 0, "maximum": 2**53 - 1},
+    "producer": ID, "agentCardVersion": {"type": "string", "minLength": 1, "maxLength": 100},
+    "missionId": ID, "groupId": {"type": "string", "minLength": 1, "maxLength": 100},
+    "workItemId": {"anyOf": [ID, {"type": "null"}]},
+    "sources": HASHES,
+    "versions": _body({"tool": VERSION_TEXT, "model": VERSION_TEXT, "capability": VERSION_TEXT},
+                      ["tool", "model", "capability"]),
+    "createdAt": TIME,
+    "classification": {"enum": ["public", "internal", "confidential", "restricted"]},
+    "uri": {"type": "string", "minLength": 1, "maxLength": 2000},
+    "signature": SIGNATURE,
+}, ["hash", "mediaType", "schema", "size", "producer", "agentCardVersion", "missionId", "groupId",
+    "workItemId", "sources", "versions", "createdAt", "classification", "uri", "signature"])
+NOTES = {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 4000},
+         "maxItems": 500}
+CONTEXT_PACKAGE = _body({
+    "id": ID, "version": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+    "previousVersion": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+    "scope": _body({"missionId": ID, "workItemId": ID}, ["missionId"]),
+    "sourceEvents": _body({"from": {"type": "integer", "minimum": 1, "maximum": 2**53 - 1},
+                           "to": {"type": "integer", "minimum": 1, "maximum": 2**53 - 1}},
+                          ["from", "to"]),
+    "artifacts": HASHES, "decisions": NOTES, "constraints": NOTES, "unresolvedQuestions": NOTES,
+    "generator": ID, "createdAt": TIME, "signature": SIGNATURE,
+}, ["id", "version", "scope", "sourceEvents", "artifacts", "decisions", "constraints",
+    "unresolvedQuestions", "generator", "createdAt", "signature"])
+# An addition to PROTOCOL §2 (README): reusable knowledge crossing into another Group.
+FORWARDING_APPROVAL = _body({"approvedBy": PRINCIPAL, "approvedAt": TIME,
+                             "reference": {"type": "string", "minLength": 1, "maxLength": 500}},
+                            ["approvedBy", "approvedAt"])
+BODIES.update({
+    "artifact.publish": MANIFEST,
+    "context.publish": CONTEXT_PACKAGE,
+    "artifact.forward": _body({"hash": HASH, "targetGroupId": {"type": "string", "minLength": 1,
+                                                                "maxLength": 100},
+                               "approval": FORWARDING_APPROVAL},
+                              ["hash", "targetGroupId", "approval"]),
+})
+# §11.2 (PROTOCOL §2): the disclosure and nothing else, so that no other Group's names,
+# assignments or queue positions can ride along. capacityStatus speaks Presence's words.
+BODIES["schedule.disclose"] = _body({
+    "estimatedStart": _body({"from": TIME, "to": TIME}, ["from", "to"]),
+    "estimatedCompletion": TIME,
+    "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+    "capacityStatus": {"enum": ["available", "busy", "offline"]},
+    "calculatedAt": TIME,
+}, ["estimatedStart", "estimatedCompletion", "confidence", "capacityStatus", "calculatedAt"])
 BODY_VALIDATORS = {name: compile_schema(schema) for name, schema in BODIES.items()}
 
 
@@ -136,6 +213,7 @@ def check_contract(contract, path: str = "body.contract") -> dict:
             raise ProtocolError("INVALID_CONTRACT",
                                 f"Work Contract: {path}.{member}: id {duplicate!r} is repeated",
                                 {"path": f"{path}.{member}"})
+    _check_review_rules(contract, path)
     backoff = contract["retry"]["backoff"]
     if backoff["maxSeconds"] < backoff["initialSeconds"]:
         raise ProtocolError(
@@ -144,3 +222,20 @@ def check_contract(contract, path: str = "body.contract") -> dict:
             {"path": f"{path}.retry.backoff.maxSeconds"})
     return contract
 
+
+def _check_review_rules(contract: dict, path: str) -> None:
+    """§13.2: a deliverable's `schema` must be a JSON Schema, and a criterion's
+    `check:<name>` must name a check the server has (apps/artifacts/checks.py), so that
+    the review can run what the contract asks."""
+    for index, deliverable in enumerate(contract["deliverables"]):
+        broken = "schema" in deliverable and checks.schema_problem(deliverable["schema"])
+        if broken:
+            where = f"{path}.deliverables[{index}].schema"
+            raise ProtocolError("INVALID_CONTRACT", f"Work Contract: {where}: {broken}",
+                                {"path": where})
+    for index, criterion in enumerate(contract["acceptanceCriteria"]):
+        trouble = checks.problem(criterion.get("method"), contract)
+        if trouble:
+            where = f"{path}.acceptanceCriteria[{index}].method"
+            raise ProtocolError("INVALID_CONTRACT", f"Work Contract: {where}: {trouble}",
+                                {"path": where, "knownChecks": sorted(checks.REGISTRY)})

@@ -3,9 +3,10 @@ one pure function per event type. The live tables hold exactly what `evolve`
 produces, and `mw_verify` replays the log through the same functions.
 No Django here, no clock: an event's own time is the only time used."""
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
 
+from apps.artifacts import records as artifact_records
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 # WorkItem states (§10.2). `proposal` is the "open Work Proposal" row, kept in its own table.
@@ -13,6 +14,8 @@ OPEN, OFFERED, QUEUED, ACTIVE, BLOCKED = "open", "offered", "queued", "active", 
 SUBMITTED, VERIFIED, FAILED, CANCELLED = "submitted", "verified", "failed", "cancelled"
 TERMINAL = frozenset({VERIFIED, CANCELLED})
 UNFINISHED = frozenset({OPEN, OFFERED, QUEUED, ACTIVE, BLOCKED, SUBMITTED})
+
+USAGE_RECORDED = "ext.missionweaveprotocol.core.resource_usage_recorded"
 
 MISSION_ACTIVE, MISSION_APPROVED, MISSION_FAILED, MISSION_CANCELLED = (
     "active", "approved", "failed", "cancelled")
@@ -82,7 +85,13 @@ class WorkItem:
     capability_tokens: tuple = ()
     last_checkpoint: dict | None = None
     submission: dict | None = None
+    # The review of the current submission (§13.2; apps/artifacts/review.py): its steps'
+    # outcomes, reviewer Evidence and latest evaluation. Kept after the item leaves
+    # `submitted`, for the final Approval; a new submission starts a new one.
+    review: dict | None = None
     open_ambiguities: tuple = ()
+    usage: dict = field(default_factory=dict)  # six-dimension totals charged here (§11.5)
+    schedule_disclosure: dict | None = None  # the owner's latest §11.2 disclosure
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -112,6 +121,7 @@ class Mission:
     child_failure_policy: str | None = None
     auto_dispatch: bool = False  # a decline or expired offer moves to the next candidate
     work_items: tuple = ()
+    usage: dict = field(default_factory=dict)  # six-dimension totals of its WorkItems (§11.5)
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -145,12 +155,27 @@ class View:
     missions: dict = field(default_factory=dict)
     items: dict = field(default_factory=dict)
     proposals: dict = field(default_factory=dict)
+    # §13: the Group's artifacts and Context Package versions (apps/artifacts/records.py)
+    artifacts: dict = field(default_factory=dict)
+    packages: dict = field(default_factory=dict)
 
     def copy(self) -> "View":
-        return View(dict(self.missions), dict(self.items), dict(self.proposals))
+        return View(dict(self.missions), dict(self.items), dict(self.proposals),
+                    dict(self.artifacts), dict(self.packages))
 
 
 # --- evolve: one mutator per event type -------------------------------------------------
+
+def replace(obj, **changes):
+    """dataclasses.replace for the frozen, plain dataclasses here (no __post_init__, no
+    InitVar, no slots), without its walk through every field and __init__: a WorkItem
+    has some forty, and evolve replaces a few per event on every append."""
+    if not changes.keys() <= obj.__dataclass_fields__.keys():
+        raise TypeError(f"{type(obj).__name__} has no field {set(changes) - set(vars(obj))}")
+    new = object.__new__(type(obj))
+    vars(new).update(vars(obj), **changes)
+    return new
+
 
 def evolve(view: View, event: Event) -> View:
     """Apply one event to the view in place and return it."""
@@ -160,7 +185,8 @@ def evolve(view: View, event: Event) -> View:
     if event.work_item_id in view.items:
         _revoke_tokens_without_lease(view, event.work_item_id)
         item = view.items[event.work_item_id]
-        view.items[item.id] = replace(item, revision=item.revision + 1, updated_at=event.occurred_at)
+        view.items[item.id] = replace(item, revision=item.revision + 1,
+                                      updated_at=event.occurred_at)
     elif event.mission_id in view.missions:
         mission = view.missions[event.mission_id]
         view.missions[mission.id] = replace(mission, revision=mission.revision + 1,
@@ -251,8 +277,8 @@ def _offered(view, event, data):
 
 
 def _set_offer_status(item: WorkItem, agent_ids, status: str, **extra) -> tuple:
-    return tuple(replace(o, status=status, **extra) if o.agent_id in agent_ids and o.status == "live"
-                 else o for o in item.offers)
+    return tuple(replace(o, status=status, **extra)
+                 if o.agent_id in agent_ids and o.status == "live" else o for o in item.offers)
 
 
 def _offer_declined(view, event, data):
@@ -272,7 +298,8 @@ def _offer_accepted(view, event, data):
     _update_item(view, item.id, state=QUEUED, owner=data["agentId"], last_owner=data["agentId"],
                  ownership_epoch=data["ownershipEpoch"], start_by=parse_time(data["startBy"]),
                  accepted_revision=data["contractRevision"],
-                 offers=_set_offer_status(item, {data["agentId"]}, "accepted"))
+                 offers=_set_offer_status(item, {data["agentId"]}, "accepted"),
+                 schedule_disclosure=None)  # a new owner has a schedule of its own
 
 
 def _contract_accepted(view, event, data):
@@ -344,7 +371,8 @@ def _lease_closed(reason):
 
 def _checkpointed(view, event, data):
     item = view.items[event.work_item_id]
-    _update_item(view, item.id, state=QUEUED, lease=_close_lease(item, event.occurred_at, "released"),
+    _update_item(view, item.id, state=QUEUED,
+                 lease=_close_lease(item, event.occurred_at, "released"),
                  start_by=parse_time(data["startBy"]),
                  last_checkpoint={"progress": data["progress"],
                                   "stateArtifact": data.get("stateArtifact"),
@@ -380,7 +408,28 @@ def _submitted(view, event, data):
                  lease=_close_lease(item, event.occurred_at, "released"),
                  submission={"contractRevision": data["contractRevision"],
                              "artifacts": data["artifacts"], "evidence": data["evidence"],
-                             "at": format_time(event.occurred_at)})
+                             "at": format_time(event.occurred_at)},
+                 # The submission is known by the revision this event gives the item.
+                 review={"submissionRevision": item.revision + 1, "integrity": None,
+                         "checks": None, "evidenceRequest": None, "reviewerEvidence": [],
+                         "evaluation": None})
+
+
+def _review_step(key):
+    """review.*: the outcome of one pipeline step, for the submission it names."""
+    def mutate(view, event, data):
+        item = view.items[event.work_item_id]
+        if item.review and item.review["submissionRevision"] == data["submissionRevision"]:
+            outcome = {k: v for k, v in data.items() if k != "submissionRevision"}
+            _update_item(view, item.id, review={**item.review, key: outcome})
+    return mutate
+
+
+def _evidence_recorded(view, event, data):
+    item = view.items[event.work_item_id]
+    if item.review and item.review["submissionRevision"] == data["submissionRevision"]:
+        _update_item(view, item.id, review={
+            **item.review, "reviewerEvidence": item.review["reviewerEvidence"] + data["evidence"]})
 
 
 def _ended(state):
@@ -408,6 +457,19 @@ def _message_posted(view, event, data):
     elif data["kind"] == "resolution":
         _update_item(view, item.id, open_ambiguities=tuple(
             m for m in item.open_ambiguities if m != data.get("resolves")))
+
+
+def _usage_recorded(view, event, data):
+    """The totals the decision computed for every level of the budget ancestry."""
+    for level in data["chargedTo"]:
+        if level["level"] == "workItem":
+            _update_item(view, level["id"], usage=level["usage"])
+        else:
+            view.missions[level["id"]] = replace(view.missions[level["id"]], usage=level["usage"])
+
+
+def _schedule_disclosed(view, event, data):
+    _update_item(view, event.work_item_id, schedule_disclosure=dict(data))
 
 
 def _noop(view, event, data):
@@ -447,6 +509,14 @@ MUTATORS = {
     "capability.narrowed": _token_reissued,
     "work.cancelled": _ended(CANCELLED),
     "conversation.message_posted": _message_posted,
+    "work.schedule_disclosed": _schedule_disclosed,
+    "review.integrity_checked": _review_step("integrity"),
+    "review.checks_completed": _review_step("checks"),
+    "review.evidence_requested": _review_step("evidenceRequest"),
+    "review.evaluated": _review_step("evaluation"),
+    "evidence.recorded": _evidence_recorded,
+    USAGE_RECORDED: _usage_recorded,
+    **artifact_records.MUTATORS,
 }
 
 
@@ -472,7 +542,8 @@ def lease_to_doc(lease: Lease | None) -> dict | None:
     return {"id": lease.id, "agentId": lease.agent_id, "sessionEpoch": lease.session_epoch,
             "ownershipEpoch": lease.ownership_epoch, "startedAt": _time(lease.started_at),
             "expiresAt": _time(lease.expires_at),
-            "renewals": [{"at": _time(at), "expiresAt": _time(until)} for at, until in lease.renewals],
+            "renewals": [{"at": _time(at), "expiresAt": _time(until)}
+                         for at, until in lease.renewals],
             "closedAt": _time(lease.closed_at), "closeReason": lease.close_reason}
 
 
@@ -490,10 +561,11 @@ _ITEM_TIMES = ("start_by", "blocked_until", "retry_at", "created_at", "updated_a
 _MISSION_TIMES = ("created_at", "updated_at")
 
 
-def to_doc(obj) -> dict:
-    """A JSON-able document of a WorkItem, Mission or Proposal (snake_case keys)."""
+def to_doc(obj, fields=None) -> dict:
+    """A JSON-able document of a WorkItem, Mission or Proposal (snake_case keys); only
+    the named `fields` for a partial document (a projection patch)."""
     doc = {}
-    for name in obj.__dataclass_fields__:
+    for name in obj.__dataclass_fields__ if fields is None else fields:
         value = getattr(obj, name)
         if isinstance(value, datetime):
             value = _time(value)

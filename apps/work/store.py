@@ -4,6 +4,8 @@ rows. Hot path, so plain SQL (see apps/ledger/db.py)."""
 
 from django.db import connection
 
+from apps.artifacts import manifests as artifact_refs
+from apps.artifacts import store as artifact_store
 from apps.identity.models import Agent, Membership, Presence
 from apps.ledger import db
 
@@ -62,6 +64,9 @@ def load(group_id: str, command: Command) -> View:
         deps = contract["dependencies"].get("workItems")
         item_ids |= {d for d in deps if isinstance(d, str)} if isinstance(deps, list) else set()
     mission_ids = {body["missionId"]} if isinstance(body.get("missionId"), str) else set()
+    refs = artifact_refs.references(command.type, body)  # what a §13 document cites
+    item_ids |= refs.items
+    mission_ids |= refs.missions
     items_in = _in("work_item_id", item_ids)
     missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
                          f"AND {items_in[0]})", [group_id, *items_in[1]])
@@ -80,7 +85,29 @@ def load(group_id: str, command: Command) -> View:
         proposal = _in("proposal_id", [body["proposalId"]])
         more.append(_select(PROPOSALS, "proposal", group_id, proposal))
     _fetch(view, *more)
+    artifact_store.load_into(view, group_id, refs)
+    if command.type == "usage.record":
+        _load_ancestry(group_id, view)
     return view
+
+
+def _load_ancestry(group_id: str, view: View) -> None:
+    """Parent WorkItems of child Missions and their Missions, up to the root: the budget
+    ancestry that usage is charged to (§11.5). One round trip per level."""
+    for _ in range(64):
+        parents = {m.parent_work_item_id for m in view.missions.values()
+                   if m.parent_work_item_id and m.parent_work_item_id not in view.items}
+        if not parents:
+            return
+        _fetch(view, *_items_and_missions(group_id, parents))
+
+
+def _items_and_missions(group_id: str, item_ids) -> tuple:
+    items_in = _in("work_item_id", item_ids)
+    missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
+                         f"AND {items_in[0]})", [group_id, *items_in[1]])
+    return (_select(ITEMS, "item", group_id, items_in),
+            _select(MISSIONS, "mission", group_id, missions_of_items))
 
 
 def load_items(group_id: str, item_ids) -> View:
@@ -92,11 +119,7 @@ def load_items(group_id: str, item_ids) -> View:
 def load_items_and_missions(group_id: str, item_ids) -> View:
     """Some WorkItems and their Missions in one round trip (the sweeper)."""
     view = View()
-    items_in = _in("work_item_id", item_ids)
-    missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
-                         f"AND {items_in[0]})", [group_id, *items_in[1]])
-    _fetch(view, _select(ITEMS, "item", group_id, items_in),
-           _select(MISSIONS, "mission", group_id, missions_of_items))
+    _fetch(view, *_items_and_missions(group_id, item_ids))
     return view
 
 
@@ -107,6 +130,7 @@ def load_all(group_id: str) -> View:
     _fetch(view, _select(ITEMS, "item", group_id, everything),
            _select(MISSIONS, "mission", group_id, everything),
            _select(PROPOSALS, "proposal", group_id, everything))
+    artifact_store.load_all_into(view, group_id)
     return view
 
 
@@ -222,6 +246,7 @@ def changes(group_id: str, before: View, after: View) -> list:
                                     ["group_id", "proposal_id", "mission_id", "status", "doc"],
                                     [(group_id, p.id, p.mission_id, p.status,
                                       db.to_json(state.to_doc(p))) for p in proposals]))
+    statements += artifact_store.changes(group_id, before, after)
     return statements
 
 
@@ -252,3 +277,87 @@ def item_values(group_id: str, item: state.WorkItem) -> tuple:
 def mission_values(group_id: str, mission: state.Mission) -> tuple:
     return (group_id, mission.id, mission.state, mission.title, mission.parent_work_item_id,
             mission.revision, db.to_json(state.to_doc(mission)), _time(mission.updated_at))
+
+
+# --- the sweeper's prepared writes (apps/work/sweeper.py, pipeline.submit_prepared) ------
+
+# Any deadline column passed: the rows a sweep may still have something to do for.
+_DUE = ("(lease_expires_at <= %s OR start_by <= %s OR blocked_until <= %s "
+        "OR offers_expire_at <= %s OR retry_at <= %s)")
+
+
+def _among(column: str, values) -> tuple[str, list]:
+    """`column` is one of `values`: one array parameter on PostgreSQL (a statement of
+    a thousand placeholders costs psycopg more to convert than the query costs to run)."""
+    if db.is_postgres():
+        return f"{column} = ANY(%s)", [list(values)]
+    return _in(column, values)
+
+
+def _version() -> str:
+    # A row's version: PostgreSQL's xmin changes with every write to the row; SQLite
+    # (one process, embedded) compares the document itself.
+    return "xmin::text" if db.is_postgres() else "doc"
+
+
+def load_due(group_id: str, item_ids, now) -> tuple[View, dict]:
+    """Those of the WorkItems with a deadline passed at `now`, their Missions, and
+    {work item id: row version}. Read without the Group lock: `versions` under it
+    tells the writer whether a row changed since. On PostgreSQL the WorkItems come
+    without their contract (`contract` is None: most of the document, and no deadline
+    rule reads it); `item_patch` never writes what was not read."""
+    items_in = _among("work_item_id", item_ids)
+    due = (f"group_id = %s AND {items_in[0]} AND {_DUE}",
+           [group_id, *items_in[1], *[_time(now)] * 5])
+    doc = "doc - 'contract'" if db.is_postgres() else "doc"
+    rows = db.fetch(
+        f"SELECT 'item', {doc}, {_version()} FROM {ITEMS} WHERE {due[0]} UNION ALL "
+        f"SELECT 'mission', doc, NULL FROM {MISSIONS} WHERE group_id = %s AND mission_id IN "
+        f"(SELECT mission_id FROM {ITEMS} WHERE {due[0]})",
+        [*due[1], group_id, *due[1]])
+    view, versions = View(), {}
+    for kind, doc, version in rows:
+        doc = db.from_json(doc)
+        if kind == "item":
+            view.items[doc["id"]] = state.item_from_doc({"contract": None, **doc})
+            versions[doc["id"]] = version
+        else:
+            view.missions[doc["id"]] = state.mission_from_doc(doc)
+    return view, versions
+
+
+def versions(group_id: str, item_ids) -> dict:
+    """{work item id: row version} as it is now (read under the Group lock)."""
+    items_in = _among("work_item_id", item_ids)
+    return dict(db.fetch(f"SELECT work_item_id, {_version()} FROM {ITEMS} "
+                         f"WHERE group_id = %s AND {items_in[0]}", [group_id, *items_in[1]]))
+
+
+_ITEM_FIELDS = tuple(state.WorkItem.__dataclass_fields__)
+_PATCH_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc"]
+
+
+def item_patch(group_id: str, before: state.WorkItem, after: state.WorkItem) -> tuple:
+    """The parameters of `patch_items` for one WorkItem that `evolve` changed: its query
+    columns and, on PostgreSQL, only the document members that changed (a lease expiry
+    leaves the contract, most of the document, as it was: no need to write it again).
+    `evolve` replaces what it changes, so a member still the same object is unchanged."""
+    if db.is_postgres():
+        changed = [f for f in _ITEM_FIELDS if getattr(before, f) is not getattr(after, f)]
+        if before.contract is None and "contract" in changed:
+            raise ValueError(f"WorkItem {after.id} was read without its contract")
+        doc = state.to_doc(after, changed)
+    else:
+        doc = state.to_doc(after)
+    columns, adapt = item_columns(after), connection.ops.adapt_datetimefield_value
+    return (*(adapt(columns[c]) if c in TIME_COLUMNS else columns[c] for c in _PATCH_COLUMNS),
+            db.to_json(doc), group_id, after.id)
+
+
+def patch_items(patches: list) -> tuple:
+    """One statement (row by row, pipelined: see db.Many) writing `item_patch`es of
+    existing rows; on PostgreSQL the document is merged with its changed members."""
+    doc = "doc || %s::jsonb" if db.is_postgres() else "%s"
+    sets = ", ".join(f"{c} = %s" for c in _PATCH_COLUMNS)
+    return db.Many((f"UPDATE {ITEMS} SET {sets}, doc = {doc} "
+                    f"WHERE group_id = %s AND work_item_id = %s", list(patches)))

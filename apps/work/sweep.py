@@ -70,6 +70,20 @@ def decide(view: View, context: Context, redispatch=None) -> list:
     return drafts
 
 
+def split(view: View, now) -> tuple[list, list]:
+    """(the expiry drafts, in item id order; the ids of the items due automatic
+    dispatch). An expiry needs nothing but its own WorkItem, so the sweeper decides it
+    before taking the Group lock and appends it if the item is unchanged under it;
+    dispatch ranks the Group's workers and is decided under the lock (`decide`)."""
+    drafts, dispatching = [], []
+    for item_id in sorted(view.items):
+        item = view.items[item_id]
+        drafts += expire(item, now)
+        if wants_dispatch(view, item, now):
+            dispatching.append(item_id)
+    return drafts, dispatching
+
+
 def counts(events) -> dict:
     """The sweep's answer for what it appended (event documents or Drafts)."""
     types = [e["type"] if isinstance(e, dict) else e.type for e in events]

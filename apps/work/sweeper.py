@@ -1,24 +1,31 @@
 """The sweeper's shell: find the due WorkItems with one indexed query, then, Group by
-Group, append what `sweep.decide` says through the one append path: per transaction,
-up to MW_SWEEP_GROUP_CHUNK WorkItems of one Group, their events chained and their
-projections upserted in a few multi-row statements.
+Group, append what `sweep` decides through the one append path.
+
+Deadline expiries (most of a sweep) are decided, evolved and serialized before the
+Group lock (`pipeline.prepare_system`); under the lock, per transaction of up to
+MW_SWEEP_GROUP_CHUNK WorkItems, `pipeline.submit_prepared` keeps those whose row is
+unchanged since it was read (a renewal or a command that got there first wins; the
+item is looked at again next sweep), chains their events and writes them. So a Group's
+commands wait at most for a short, Python-light transaction. Automatic dispatch ranks
+the Group's workers and is decided under the lock (`pipeline.submit_system`).
 
 Safe with several sweepers (Celery workers, `mw_sweep --loop`, the in-process
-thread) at once: each Group is taken with SKIP LOCKED, so a Group that another
-sweeper or a command holds is skipped this round and never waited on; whoever gets
-the lock re-checks the locked state, so an item swept by someone else, renewed or
-accepted in between yields nothing. Bounded: at most `limit` items per run.
+thread) at once: a sweeper claims a Group for its turn (a session advisory lock that
+commands never take), so two never decide the same items twice over, and takes the
+Group lock with SKIP LOCKED, so a Group that a command holds is skipped this round and
+never waited on. Bounded: at most `limit` items per run.
 """
 
 import logging
 import random
 import threading
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.ledger import db, pipeline
@@ -64,7 +71,19 @@ def due(now: datetime, limit: int) -> list:
         params += [at, limit]
     sql = (f"SELECT group_id, work_item_id FROM ({' UNION ALL '.join(branches)}) due "
            f"ORDER BY kind, due_at, group_id, work_item_id LIMIT %s")
-    return db.fetch(sql, [*params, limit])
+    if not db.is_postgres():
+        return db.fetch(sql, [*params, limit])
+    with transaction.atomic(), connection.cursor() as cursor:
+        # Each branch is meant as a range scan of its deadline's index in order. After a
+        # sweep turned thousands of deadlines to NULL the statistics are stale, and the
+        # planner would rather take a bitmap scan and sort, which visits every swept
+        # row's dead index entry on every call; an index scan marks them dead as it
+        # passes, so that the next call skips them. (Those plans cost a lot on paper:
+        # compiling the query for that would take longer than running it.)
+        cursor.execute("SET LOCAL enable_bitmapscan = off")
+        cursor.execute("SET LOCAL enable_sort = off")
+        cursor.execute("SET LOCAL jit = off")
+        return db.fetch(sql, [*params, limit])
 
 
 def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
@@ -77,26 +96,72 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
     policy, redispatch = pipeline.policy(), dispatch.redispatch
     result = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0, "groups": 0,
               "skippedGroups": 0, "failedGroups": 0}
-    chunk = settings.MW_SWEEP_GROUP_CHUNK
     for group_id in _walk(by_group):
-        item_ids = by_group[group_id]
         try:
-            # A Group's commands wait while its lock is held: take its items a chunk per
-            # transaction, so that a sweep of thousands never stalls them for long.
-            for start in range(0, len(item_ids), chunk):
-                round_ = _GroupRound(item_ids[start:start + chunk], now, policy, redispatch)
-                events = pipeline.submit_system(group_id, round_.decide, now, round_.load,
-                                                skip_locked=True)
-                if events is None:
-                    break
-                for key, count in core.counts(events).items():
-                    result[key] += count
+            with _claim(group_id) as claimed:
+                done = claimed and _sweep_group(group_id, by_group[group_id], now, policy,
+                                                redispatch, result)
         except Exception:  # one Group's trouble must not stop the others' deadlines
             log.exception("sweeping Group %s failed", group_id)
             result["failedGroups"] += 1
             continue
-        result["skippedGroups" if events is None else "groups"] += 1
+        result["groups" if done else "skippedGroups"] += 1
     return result
+
+
+PREPARE_BLOCK = 1000  # WorkItems read and decided at once, before the Group lock
+
+
+def _sweep_group(group_id: str, item_ids: list, now: datetime, policy, redispatch,
+                 result: dict) -> bool:
+    """Sweep one Group's due items into `result`; False if a command held the Group
+    (what is left waits for the next sweep)."""
+    chunk = settings.MW_SWEEP_GROUP_CHUNK
+    for block in range(0, len(item_ids), PREPARE_BLOCK):
+        view, versions = store.load_due(group_id, item_ids[block:block + PREPARE_BLOCK], now)
+        drafts, dispatching = core.split(view, now)
+        prepared = pipeline.prepare_system(group_id, view, versions, drafts, now)
+        # A Group's commands wait while its lock is held: a chunk per transaction, so
+        # that a sweep of thousands never stalls them for long.
+        for start in range(0, len(prepared), chunk):
+            events = pipeline.submit_prepared(group_id, prepared[start:start + chunk],
+                                              skip_locked=True)
+            if events is None:
+                return False
+            _count(result, events)
+        for start in range(0, len(dispatching), chunk):
+            round_ = _GroupRound(dispatching[start:start + chunk], now, policy, redispatch)
+            events = pipeline.submit_system(group_id, round_.decide, now, round_.load,
+                                            skip_locked=True)
+            if events is None:
+                return False
+            _count(result, events)
+    return True
+
+
+def _count(result: dict, events: list) -> None:
+    for key, count in core.counts(events).items():
+        result[key] += count
+
+
+CLAIMS = 0x6D77  # the advisory lock key space of sweep claims ("mw")
+
+
+@contextmanager
+def _claim(group_id: str):
+    """True while this sweeper has the Group's turn; False if another sweeper has it.
+    A session-level advisory lock: it outlives the transactions of the turn and dies
+    with the connection. SQLite (embedded) has one sweeper."""
+    if not db.is_postgres():
+        yield True
+        return
+    key = [CLAIMS, group_id]
+    ((claimed,),) = db.fetch("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key)
+    try:
+        yield claimed
+    finally:
+        if claimed:
+            db.fetch("SELECT pg_advisory_unlock(%s, hashtext(%s))", key)
 
 
 def _walk(by_group: dict) -> list:

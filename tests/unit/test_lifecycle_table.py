@@ -42,6 +42,11 @@ BODIES = {
     "conversation.post": {"kind": "message", "text": "Which quarter?"},
     "capability.rotate": {},
     "capability.narrow": {"scopes": {"tools": []}},
+    "evidence.record": {"evidence": [evidence(["ac1"], record_id="ev-review")]},
+    "usage.record": {"tokens": 1200, "toolCalls": 3},
+    "schedule.disclose": {"estimatedStart": {"from": iso(60), "to": iso(600)},
+                          "estimatedCompletion": iso(1800), "confidence": 0.6,
+                          "capacityStatus": "busy", "calculatedAt": iso(0)},
 }
 
 # How the item is built so that the command's own preconditions hold in every source state
@@ -79,7 +84,7 @@ def targets(item_state: str, trigger: str) -> set:
 # moved on to (§11.5). Outside `active` no open lease exists (test_replay checks that), so
 # there such a command is always refused by fencing.
 LEASE_HOLDER_COMMANDS = ("lease.renew", "work.progress", "work.checkpoint", "work.block",
-                         "work.submit", "capability.rotate", "capability.narrow")
+                         "work.submit", "capability.rotate", "capability.narrow", "usage.record")
 
 PAIRS = [(s, c) for s in ITEM_STATES for c in lifecycle.ITEM_COMMANDS]
 PERMITTED = [pair for pair in PAIRS if rows_for(*pair)]
@@ -111,7 +116,9 @@ def test_every_item_command_is_a_command_type_and_has_a_body_here():
 def test_commands_not_targeting_an_item_are_the_mission_and_creation_commands():
     assert set(commands.COMMAND_TYPES) - set(lifecycle.ITEM_COMMANDS) == {
         "mission.create", "mission.approve", "mission.fail", "mission.cancel",
-        "work.propose", "work.authorize"}
+        "work.propose", "work.authorize",
+        # §13: artifacts and Context Packages move no WorkItem (the lease is checked apart)
+        "artifact.publish", "context.publish", "artifact.forward"}
 
 
 def test_the_product_is_split_exactly_once():

@@ -265,15 +265,14 @@ def test_cost_is_within_budget_until_the_spend_reaches_max_cost():
 
 
 def test_a_spent_cost_budget_exhausts_the_failure_and_refuses_the_offer():
-    item, _ = active(maxCost=MAX_COST)
-    spent = {"amount": "7.50", "currency": "USD"}
+    fresh, _ = active(maxCost=MAX_COST)
+    item = replace(fresh, usage={"financial": {"amount": "7.50", "currency": "USD"}})
 
-    outcome = retries.after_failure(item, False, builders.T0, spent)
-    failed = replace(item, state=state.FAILED)
+    outcome = retries.after_failure(item, False, builders.T0)
 
     assert (outcome.retry_at, outcome.exhausted_by) == (None, "cost")
-    assert retries.refusal(failed, builders.T0, spent)["reason"] == "cost"
-    assert retries.refusal(failed, builders.T0) is None  # nothing recorded as spent yet
+    assert retries.refusal(replace(item, state=state.FAILED), builders.T0)["reason"] == "cost"
+    assert retries.refusal(replace(fresh, state=state.FAILED), builders.T0) is None
 
 
 def test_a_failure_from_a_child_mission_or_mission_end_sets_no_retry_time():

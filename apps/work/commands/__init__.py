@@ -10,13 +10,14 @@ By concept: base.py (the command, context, drafts and shared checks), missions.p
 under a lease). This module holds who may send what, and the dispatch table.
 """
 
+from apps.artifacts import manifests
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.idempotency import idempotency_key  # noqa: F401 - public helper
 
 from ..ranking import Candidate  # noqa: F401 - the facts of an offer candidate
 from ..schemas import check_body
 from ..state import View
-from . import execution, missions, offers
+from . import artifacts, execution, missions, offers, review, schedule, usage
 from .base import Command, Context, Draft, Policy, derive_id  # noqa: F401 - the public API
 from .execution import revoke_for_session  # noqa: F401
 
@@ -46,12 +47,18 @@ ROLES = {
     "work.unblock": {"coordinator"},
     "work.submit": {"worker"},
     "work.accept_result": {"coordinator"},
+    "evidence.record": {"reviewer", "coordinator"},
     "work.fail": {"coordinator", "worker"},
     "work.cancel": {"coordinator"},
     "work.request_preemption": {"coordinator"},
     "conversation.post": ANY_ROLE,
+    "artifact.publish": {"coordinator", "worker"},
+    "context.publish": ANY_ROLE,
+    "artifact.forward": {"coordinator"},
     "capability.rotate": {"worker"},
     "capability.narrow": {"worker"},
+    "usage.record": {"worker"},
+    "schedule.disclose": {"worker"},
 }
 COMMAND_TYPES = tuple(ROLES)
 
@@ -62,7 +69,11 @@ def decide(view: View, command: Command, context: Context) -> list:
                             {"knownTypes": sorted(ROLES)})
     _check_actor(command)
     check_body(command.type, command.body)
-    return HANDLERS[command.type](view, command, context)
+    drafts = HANDLERS[command.type](view, command, context)
+    # §13.2: Evidence cites artifacts published in this Group; checked after the
+    # command's own rules, so that a fenced owner still hears STALE_OWNERSHIP first.
+    manifests.require_cited_evidence(view.artifacts, command.body)
+    return drafts
 
 
 def _check_actor(command: Command) -> None:
@@ -97,11 +108,17 @@ HANDLERS = {
     "work.unblock": execution.work_unblock,
     "work.submit": execution.work_submit,
     "work.accept_result": execution.work_accept_result,
+    "evidence.record": review.evidence_record,
     "work.fail": execution.work_fail,
     "work.cancel": execution.work_cancel,
     "work.request_preemption": execution.work_request_preemption,
     "conversation.post": execution.conversation_post,
+    "artifact.publish": artifacts.artifact_publish,
+    "context.publish": artifacts.context_publish,
+    "artifact.forward": artifacts.artifact_forward,
     "capability.rotate": execution.reissue_token("capability.rotated"),
     "capability.narrow": execution.reissue_token("capability.narrowed"),
+    "usage.record": usage.usage_record,
+    "schedule.disclose": schedule.schedule_disclose,
 }
 assert set(HANDLERS) == set(ROLES)

@@ -55,6 +55,9 @@ class Context:
     now: datetime
     policy: Policy = Policy()
     candidates: dict = field(default_factory=dict)  # agent id -> Candidate
+    # Facts outside the Group's log that a §13 command is checked against (signing
+    # keys, blobs, the target Group of a forwarding): apps/artifacts/facts.py.
+    facts: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,6 +68,9 @@ class Draft:
     data: dict
     mission_id: str | None = None
     work_item_id: str | None = None
+    # Another Group whose log this event goes to (a cross-Group forwarding, §13.3); the
+    # pipeline holds that Group's lock too. None: the command's own Group.
+    group_id: str | None = None
 
 
 def derive_id(prefix: str, command_id: str, salt: str = "") -> str:

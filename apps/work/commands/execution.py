@@ -15,6 +15,7 @@ from ..state import (
     View,
     WorkItem,
 )
+from . import review
 from .base import (
     Policy,
     active_mission,
@@ -186,8 +187,11 @@ def _check_evidence_covers(item: WorkItem, evidence: list) -> None:
 def work_accept_result(view, command, context):
     item = target_item(view, command)
     active_mission(view, item.mission_id)
-    return [item_draft(item, "work.verified", {"evidence": command.body.get("evidence", []),
-                                           "by": command.actor})]
+    evidence = command.body.get("evidence", [])
+    # §13.2: the review's verdict is recorded with the acceptance; a failed one needs
+    # the Coordinator's own Evidence for each failing criterion (review.acceptance).
+    return [item_draft(item, "work.verified", {"evidence": evidence, "by": command.actor,
+                                               "review": review.acceptance(item, evidence)})]
 
 
 def work_fail(view, command, context):

@@ -32,6 +32,24 @@ class Command(BaseCommand):
                                  "raw SQL (apps/bench/renew.py)")
         parser.add_argument("--renew-leases", type=int, default=400)
         parser.add_argument("--renewals", type=int, default=10, help="per lease")
+        parser.add_argument("--replay", action="store_true",
+                            help="instead: a Group's log replayed over HTTP paging and over "
+                                 "the WebSocket, beside a raw COPY (apps/bench/replay.py)")
+        parser.add_argument("--replay-events", type=int, default=20_000)
+        parser.add_argument("--port", type=int, default=None,
+                            help="the port of the server --replay starts (default: a free one)")
+        parser.add_argument("--blobs", action="store_true",
+                            help="instead: blob PUT/GET MB/s through daphne beside sha256sum "
+                                 "and cp of the same bytes, and server peak RSS growth "
+                                 "(apps/bench/blobs.py)")
+        parser.add_argument("--blob-sizes", default="1,100", help="MiB, comma-separated")
+        parser.add_argument("--fanout", action="store_true",
+                            help="instead: event delivery latency from commit to WebSocket "
+                                 "receipt, beside raw Redis pub/sub (apps/bench/fanout.py)")
+        parser.add_argument("--fanout-subscribers", default="1,50,100",
+                            help="subscriber counts, comma-separated")
+        parser.add_argument("--fanout-seconds", type=float, default=5.0,
+                            help="seconds of paced commits per subscriber count")
 
     def handle(self, *args, **options):
         if connection.vendor != "postgresql":
@@ -39,6 +57,12 @@ class Command(BaseCommand):
         report = (lambda text: None) if options["json"] else self.stderr.write
         if options["sweep"]:
             return self._sweep(options, report)
+        if options["replay"]:
+            return self._replay(options, report)
+        if options["blobs"]:
+            return self._blobs(options, report)
+        if options["fanout"]:
+            return self._fanout(options, report)
         results = []
         if options["renew"]:
             results.append(renew.scenario(options["groups"], options["renew_leases"],
@@ -67,6 +91,25 @@ class Command(BaseCommand):
             lines.append(f"  {name:<22} {stat['p50Ms']:>7} {stat['p99Ms']:>9}")
         return "\n".join(lines)
 
+    def _blobs(self, options, report) -> None:
+        from apps.bench import blobs
+
+        try:
+            sizes = [int(size) for size in options["blob_sizes"].split(",")]
+        except ValueError:
+            raise CommandError("--blob-sizes takes whole MiB, comma-separated")
+        r = blobs.scenario(sizes, report)
+        report("\nblobs through daphne × 1 (MB/s = MiB/s; server and client both hash)\n"
+               "  size MiB   PUT     GET     sha256sum  cp       PUT/sha  GET/sha  "
+               "server peak RSS growth PUT/GET")
+        for s in r["sizes"]:
+            rate, growth = s["MBps"], s["serverPeakRssGrowthMiB"]
+            report(f"  {s['sizeMiB']:>8g} {rate['upload']:>7} {rate['download']:>7} "
+                   f"{rate['sha256sum']:>9} {rate['cp']:>8} {s['uploadOverSha256sum']:>8} "
+                   f"{s['downloadOverSha256sum']:>8}  "
+                   f"{growth['upload']} / {growth['download']} MiB")
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
+
     def _sweep(self, options, report) -> None:
         from django.conf import settings
 
@@ -84,4 +127,41 @@ class Command(BaseCommand):
                f"  command p99    idle {c['idle']['p99Ms']} ms, during the sweep "
                f"{c['duringSweep']['p99Ms']} ms ({c['p99Ratio']}x; {c['path']})\n"
                f"  verify {r['verify']['groupId']}: {r['verify']['problems'] or 'ok'}")
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
+
+    def _replay(self, options, report) -> None:
+        from apps.bench import replay
+
+        r = replay.scenario(options["replay_events"], options["web_workers"], report,
+                            options["port"])
+        lines = [f"\nreplay: {r['events']} events of one Group, daphne × {r['webWorkers']}",
+                 f"  raw COPY       {r['raw']['eventsPerSecond']:>10} events/s",
+                 f"  HTTP paging    {r['http']['eventsPerSecond']:>10} events/s "
+                 f"({r['httpOverRaw']} of raw)"]
+        if "eventsPerSecond" in r.get("websocket", {}):
+            lines.append(f"  WebSocket      {r['websocket']['eventsPerSecond']:>10} events/s "
+                         f"({r['websocketOverRaw']} of raw)")
+        elif "websocket" in r:
+            lines.append(f"  WebSocket      failed: {r['websocket']['error']}")
+        report("\n".join(lines))
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
+
+    def _fanout(self, options, report) -> None:
+        from apps.bench import fanout
+
+        try:
+            counts = [int(n) for n in options["fanout_subscribers"].split(",")]
+        except ValueError:
+            raise CommandError("--fanout-subscribers takes whole numbers, comma-separated")
+        if not counts or min(counts) < 1:
+            raise CommandError("--fanout-subscribers must be positive")
+        r = fanout.scenario(counts, options["fanout_seconds"], options["web_workers"], report)
+        lines = [f"\nfanout: commit -> receipt, daphne × {r['webWorkers']}",
+                 "  subs  events/s  deliveries/s   WS p50/p99 ms     raw p50/p99 ms   p99 ratio"]
+        for row in r["runs"]:
+            ws, raw = row["websocket"], row["rawRedis"]
+            lines.append(f"  {row['subscribers']:>4} {row['eventsPerSecond']:>9g} "
+                         f"{ws['deliveriesPerSecond']:>13} {ws['p50Ms']:>8}/{ws['p99Ms']:<8} "
+                         f"{raw['p50Ms']:>8}/{raw['p99Ms']:<8} {row['p99Ratio']:>7}")
+        report("\n".join(lines))
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))

@@ -97,7 +97,8 @@ class Command(OperatorCommand):
             envelope = {"id": f"demo-{type_}-{fields.get('workItemId', body.get('workItemId'))}",
                         "type": type_, "groupId": group.id, "actor": principal.id,
                         "issuedAt": format_time(timezone.now()),
-                        "sessionEpoch": principal.session_epoch, "membershipEpoch": membership_epoch,
+                        "sessionEpoch": principal.session_epoch,
+                        "membershipEpoch": membership_epoch,
                         "body": body, **fields}
             signed = canonical.sign(envelope, coordinator["key"], coordinator["keyId"])
             answer = pipeline.submit(group.id, signed, principal)

@@ -1,0 +1,77 @@
+"""The facts outside a Group's log that the §13 commands are decided against, looked
+up by the shell under the Group lock and handed to the pure `decide` in
+`Context.facts`: the signer's public key, the blob, the target Group of a
+forwarding. Other commands get none and cost no query."""
+
+from apps.identity.models import AgentKey, Membership
+from apps.work.commands import Command
+
+from .models import Artifact, Blob, BlobUpload
+
+
+def other_groups(command: Command) -> set:
+    """The Groups besides its own whose logs a command may append to (their locks are
+    taken with its own, in id order). Only a coordinator's forwarding can: no one else
+    makes another Group wait."""
+    body = command.body if isinstance(command.body, dict) else {}
+    target = body.get("targetGroupId")
+    if (command.type == "artifact.forward" and "coordinator" in command.roles
+            and isinstance(target, str)):
+        return {target}
+    return set()
+
+
+def load(group_id: str, command: Command, head_sequence: int) -> dict:
+    body = command.body if isinstance(command.body, dict) else {}
+    if command.type == "artifact.publish":
+        producer = _text(body.get("producer"))
+        return {"groupId": group_id, "producerKey": _key(producer, body),
+                "blob": _blob(_text(body.get("hash")),
+                              {command.actor, f"agent:{producer}"})}
+    if command.type == "context.publish":
+        return {"groupId": group_id, "headSequence": head_sequence,
+                "generatorKey": _key(_text(body.get("generator")), body)}
+    if command.type == "artifact.forward":
+        approval = body.get("approval") if isinstance(body.get("approval"), dict) else {}
+        target = _text(body.get("targetGroupId"))
+        roles = _roles(target, command.actor)
+        return {"groupId": group_id, "approverRoles": _roles(group_id,
+                                                             _text(approval.get("approvedBy"))),
+                "targetRoles": roles,
+                # asked only of a coordinator of the target: it reveals that Group's content
+                "targetHasArtifact": roles is not None and _has_artifact(target, body)}
+    return {}
+
+
+def _text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _key(agent_id: str, document: dict) -> str | None:
+    signature = document.get("signature")
+    key_id = signature.get("keyId") if isinstance(signature, dict) else None
+    if not agent_id or not isinstance(key_id, str):
+        return None
+    return AgentKey.objects.filter(key_id=key_id, agent_id=agent_id, active=True) \
+        .values_list("public_key", flat=True).first()
+
+
+def _blob(name: str, principals: set) -> dict | None:
+    """The blob if one of `principals` (the publisher, the producer) uploaded it: a
+    manifest must not open someone else's bytes to this Group's members."""
+    blob = Blob.objects.filter(hash=name).first() if name else None
+    if blob is None or not BlobUpload.objects.filter(blob_id=name,
+                                                     principal__in=principals).exists():
+        return None
+    return {"size": blob.size, "corrupted": blob.corrupted_at is not None}
+
+
+def _roles(group_id: str, principal: str) -> list | None:
+    if not group_id or not principal:
+        return None
+    return Membership.objects.filter(group_id=group_id, principal=principal, active=True) \
+        .values_list("roles", flat=True).first()
+
+
+def _has_artifact(group_id: str, body: dict) -> bool:
+    return Artifact.objects.filter(group_id=group_id, hash=_text(body.get("hash"))).exists()

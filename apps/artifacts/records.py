@@ -1,0 +1,54 @@
+"""How the §13 events change a Group's projected state: `evolve`'s mutators for
+them (apps/work/state.py lists them in MUTATORS). Pure: plain JSON documents and the
+event's own time. A record is replaced, never changed in place, so that
+store.changes writes exactly the records that are not the same object as before.
+
+view.artifacts: content hash -> {hash, origin, manifest, by, at, receivedFrom, forwardedTo}
+view.packages:  (package id, version) -> {id, version, hash, previousHash, package,
+                                         publisher, at}
+"""
+
+from mission_weave.protocol.timefmt import format_time
+
+PUBLISHED, RECEIVED = "published", "received"
+
+
+def artifact_record(manifest: dict, origin: str, by: str, at: str,
+                    received_from: dict | None = None) -> dict:
+    return {"hash": manifest["hash"], "origin": origin, "manifest": manifest, "by": by,
+            "at": at, "receivedFrom": received_from, "forwardedTo": []}
+
+
+def _published(view, event, data):
+    manifest = data["manifest"]
+    view.artifacts[manifest["hash"]] = artifact_record(
+        manifest, PUBLISHED, data["by"], format_time(event.occurred_at))
+
+
+def _forwarded(view, event, data):
+    record = view.artifacts[data["hash"]]
+    entry = {"groupId": data["targetGroupId"], "approval": data["approval"], "by": data["by"],
+             "at": format_time(event.occurred_at)}
+    view.artifacts[data["hash"]] = {**record, "forwardedTo": record["forwardedTo"] + [entry]}
+
+
+def _received(view, event, data):
+    view.artifacts[data["hash"]] = artifact_record(
+        data["manifest"], RECEIVED, data["by"], format_time(event.occurred_at),
+        {"groupId": data["sourceGroupId"], "approval": data["approval"]})
+
+
+def _package_published(view, event, data):
+    package = data["package"]
+    view.packages[(package["id"], package["version"])] = {
+        "id": package["id"], "version": package["version"], "hash": data["hash"],
+        "previousHash": data["previousHash"], "package": package, "publisher": data["by"],
+        "at": format_time(event.occurred_at)}
+
+
+MUTATORS = {
+    "artifact.published": _published,
+    "artifact.forwarded": _forwarded,
+    "artifact.received": _received,
+    "context.package_published": _package_published,
+}

@@ -1,0 +1,42 @@
+"""GET /api/v1/groups/{g}/work-items/{id}/review: the review of a WorkItem's submission
+(§13.2) as the Coordinator decides on it and the MissionOwner approves: the contract's
+criteria, the current submission, its review (step outcomes, reviewer Evidence, the
+latest evaluation) and the history of every submission's review events. Members only."""
+
+from django.http import JsonResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema
+from rest_framework.views import APIView
+
+from apps.api.views import member_of
+from apps.ledger.models import Event
+from apps.ledger.pipeline import event_document
+from apps.work import models as work_models
+from apps.work import state
+from mission_weave.protocol.errors import ProtocolError
+
+from . import review
+
+HISTORY_TYPES = ("work.submitted", *review.ORDER, review.EVIDENCE_RECORDED, "work.verified",
+                 "work.failed")
+
+
+class WorkItemReviewView(APIView):
+    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+                   summary="The Evidence-based review of a WorkItem's submission (§13.2)")
+    def get(self, request, group_id, work_item_id):
+        member_of(request, group_id)
+        row = work_models.WorkItem.objects.filter(group_id=group_id,
+                                                  work_item_id=work_item_id).first()
+        if row is None:
+            raise ProtocolError("NOT_FOUND", f"no WorkItem {work_item_id} in this Group")
+        item = state.item_from_doc(row.doc)
+        events = Event.objects.filter(group_id=group_id, work_item_id=work_item_id,
+                                      type__in=HISTORY_TYPES).order_by("sequence")
+        return JsonResponse({
+            "workItemId": item.id, "state": item.state, "revision": item.revision,
+            "contractRevision": item.contract_revision,
+            "deliverables": item.contract["deliverables"],
+            "acceptanceCriteria": item.contract["acceptanceCriteria"],
+            "submission": item.submission, "review": item.review,
+            "history": [event_document(e) for e in events]})

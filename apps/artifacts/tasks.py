@@ -1,0 +1,138 @@
+"""The review pipeline (§13.2) as Celery tasks, one per step, in order:
+
+  check_integrity -> run_checks -> request_evidence -> evaluate
+
+A `work.submitted` starts it (schedule(), after the commit); an `evidence.recorded`
+schedules `evaluate` again. Each step gathers what it needs outside any lock, then
+appends its event (actor `system`) through pipeline.submit_system, whose decision
+(apps/work/commands/review.py) re-checks under the Group lock that the item is still
+`submitted` with the submission the task was scheduled for, and that the step is not
+recorded yet. So every task is idempotent and safe to retry or run twice; one for an
+item accepted, failed, cancelled or submitted again meanwhile appends nothing.
+
+Redis is a hint: a task lost with its broker is found again by `resume` (beat), from
+what the WorkItem's review lacks.
+"""
+
+import logging
+
+from celery import shared_task
+from django.db import DatabaseError
+from django.utils import timezone
+
+from apps.ledger import db, pipeline
+from apps.work import store
+from apps.work.commands.review import current_review, review_step
+from apps.work.state import SUBMITTED
+
+from . import review, review_facts
+
+log = logging.getLogger(__name__)
+
+# A database hiccup or an unreadable store is retried with backoff; the step is idempotent.
+RETRY = {"autoretry_for": (DatabaseError, OSError), "retry_backoff": True,
+         "retry_backoff_max": 60, "max_retries": 8, "ignore_result": True}
+
+
+def schedule(group_id: str, documents: list) -> None:
+    """After a commit: start the review of each new submission, and evaluate again when
+    reviewer Evidence arrived. Never raises (the command is already committed)."""
+    for document in documents:
+        if document["type"] == "work.submitted":
+            _enqueue(check_integrity, group_id, document["workItemId"], document["revision"])
+        elif document["type"] == review.EVIDENCE_RECORDED:
+            revision = document["data"].get("submissionRevision")
+            if revision is not None:
+                _enqueue(evaluate, group_id, document["workItemId"], revision)
+
+
+def _enqueue(task, *args) -> None:
+    try:
+        task.delay(*args)
+    except Exception:  # a lost task is resumed by beat; the committed command stands
+        log.exception("could not schedule %s%r; `resume` will pick it up", task.name, args)
+
+
+def _current(group_id: str, item_id: str, submission_revision: int):
+    """The WorkItem if its review is still for this submission (read without a lock: the
+    decision checks again under it)."""
+    item = store.load_items(group_id, [item_id]).items.get(item_id)
+    return item if current_review(item, submission_revision) is not None else None
+
+
+def _append(group_id: str, item_id: str, submission_revision: int, event_type: str,
+            outcome=None) -> list:
+    return pipeline.submit_system(
+        group_id, review_step(item_id, submission_revision, event_type, outcome),
+        timezone.now(), lambda g: store.load_items_and_missions(g, [item_id]))
+
+
+@shared_task(name="apps.artifacts.tasks.check_integrity", **RETRY)
+def check_integrity(group_id: str, item_id: str, submission_revision: int) -> None:
+    """Step 1: every cited artifact stored and intact; required output schemas."""
+    item = _current(group_id, item_id, submission_revision)
+    if item is None:
+        return
+    if item.review["integrity"] is None:
+        facts = review_facts.gather(group_id, review.artifact_hashes(item.submission),
+                                    review.content_needed(item.contract, item.submission),
+                                    verify=True, now=timezone.now())
+        _append(group_id, item_id, submission_revision, review.INTEGRITY_CHECKED,
+                lambda it: review.integrity(it.contract, it.submission, facts))
+    _enqueue(run_checks, group_id, item_id, submission_revision)
+
+
+@shared_task(name="apps.artifacts.tasks.run_checks", **RETRY)
+def run_checks(group_id: str, item_id: str, submission_revision: int) -> None:
+    """Step 2: the contract's named deterministic checks."""
+    item = _current(group_id, item_id, submission_revision)
+    if item is None:
+        return
+    if item.review["checks"] is None:
+        needed = {h for c in item.contract["acceptanceCriteria"] if review.check_method(c)
+                  for h in review.criterion_artifacts(item.submission, c["id"])}
+        facts = review_facts.gather(group_id, sorted(needed),
+                                    review.content_needed(item.contract, item.submission),
+                                    verify=False, now=timezone.now())
+        _append(group_id, item_id, submission_revision, review.CHECKS_COMPLETED,
+                lambda it: review.run_checks(it.contract, it.submission, facts))
+    _enqueue(request_evidence, group_id, item_id, submission_revision)
+
+
+@shared_task(name="apps.artifacts.tasks.request_evidence", **RETRY)
+def request_evidence(group_id: str, item_id: str, submission_revision: int) -> None:
+    """Step 3: name the criteria that await reviewer Evidence."""
+    if _current(group_id, item_id, submission_revision) is None:
+        return
+    _append(group_id, item_id, submission_revision, review.EVIDENCE_REQUESTED,
+            lambda it: review.evidence_request(it.contract))
+    _enqueue(evaluate, group_id, item_id, submission_revision)
+
+
+@shared_task(name="apps.artifacts.tasks.evaluate", **RETRY)
+def evaluate(group_id: str, item_id: str, submission_revision: int) -> None:
+    """Step 4: the combined evaluation, appended when it differs from the latest one."""
+    if _current(group_id, item_id, submission_revision) is None:
+        return
+    _append(group_id, item_id, submission_revision, review.EVALUATED)
+
+
+STEP_TASKS = {review.INTEGRITY_CHECKED: check_integrity, review.CHECKS_COMPLETED: run_checks,
+              review.EVIDENCE_REQUESTED: request_evidence, review.EVALUATED: evaluate}
+
+
+@shared_task(name="apps.artifacts.tasks.resume", ignore_result=True)
+def resume(limit: int = 500) -> int:
+    """Beat: schedule the missing step of every submitted WorkItem whose review is behind
+    (its task lost with the broker, or never run). Returns how many were scheduled."""
+    rows = db.fetch(f"SELECT group_id, doc FROM {store.ITEMS} WHERE state = %s "
+                    f"ORDER BY updated_at LIMIT %s", [SUBMITTED, limit])
+    scheduled = 0
+    for group_id, doc in rows:
+        doc = db.from_json(doc)
+        current = doc.get("review")
+        step = review.next_step(current) if current else None
+        if step is not None:
+            _enqueue(STEP_TASKS[step], group_id, doc["id"], current["submissionRevision"])
+            scheduled += 1
+    return scheduled

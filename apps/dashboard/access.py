@@ -1,0 +1,50 @@
+"""Who is looking: a logged-in human is the principal `user:<username>`, and sees a Group
+only through a live membership there. Anyone else gets the same 404 as for a Group
+that does not exist, so the page reveals nothing of it."""
+
+from dataclasses import dataclass
+
+from apps.identity import principals
+from apps.identity.models import Membership
+from apps.identity.principals import Principal
+from mission_weave.protocol.errors import ProtocolError
+
+
+class NotFound(Exception):
+    """No such page for this viewer (unknown, or not theirs to see)."""
+
+
+@dataclass(frozen=True)
+class Viewer:
+    principal: Principal
+    group_id: str
+    roles: frozenset
+    membership_epoch: int
+
+    @property
+    def is_coordinator(self) -> bool:
+        return "coordinator" in self.roles
+
+    @property
+    def is_owner(self) -> bool:
+        return "owner" in self.roles
+
+
+def principal_of(user) -> Principal:
+    """The human's principal, as apps/api/auth.py UserSessionAuthentication builds it."""
+    return Principal(f"user:{user.get_username()}")
+
+
+def viewer(user, group_id: str) -> Viewer:
+    principal = principal_of(user)
+    try:
+        member = principals.membership(group_id, principal)
+    except ProtocolError:  # NOT_A_MEMBER, for a Group that does not exist too
+        raise NotFound(group_id)
+    return Viewer(principal, group_id, member.roles, member.epoch)
+
+
+def memberships(user) -> list:
+    """The user's live memberships, each with its Group."""
+    return list(Membership.objects.filter(principal=principal_of(user).id, active=True)
+                .select_related("group").order_by("group__slug"))

@@ -1,0 +1,93 @@
+"""A human's decisions as commands through the one append path (apps/ledger/pipeline.py).
+
+A human's envelope carries no signature and no sessionEpoch: the browser session is the
+authentication, the actor is `user:<name>` and membershipEpoch is the membership's as it
+was read for the page. The pipeline checks the role, the §10.2 table and everything else;
+a refusal comes back as the PROTOCOL error and changes nothing."""
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from apps.ledger import pipeline
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import format_time
+
+from .access import Viewer
+
+HUMAN_REVIEW = "human-review"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    status: int
+    events: list
+    error: dict | None  # {code, message, details} when refused
+
+    @property
+    def accepted(self) -> bool:
+        return self.error is None
+
+
+def envelope(viewer: Viewer, type_: str, body: dict, now: datetime,
+             work_item_id: str | None = None) -> dict:
+    document = {"id": f"dash-{uuid.uuid4().hex}", "type": type_, "groupId": viewer.group_id,
+                "actor": viewer.principal.id, "issuedAt": format_time(now),
+                "membershipEpoch": viewer.membership_epoch, "body": body}
+    if work_item_id is not None:
+        document["workItemId"] = work_item_id
+    return document
+
+
+def send(viewer: Viewer, type_: str, body: dict, now: datetime,
+         work_item_id: str | None = None) -> Outcome:
+    try:
+        answer = pipeline.submit(viewer.group_id,
+                                 envelope(viewer, type_, body, now, work_item_id),
+                                 viewer.principal, now)
+    except ProtocolError as error:  # identity, membership or envelope: nothing was recorded
+        return Outcome(error.http_status, [], error.as_json()["error"])
+    if answer.status != 200:
+        return Outcome(answer.status, [], answer.body["error"])
+    return Outcome(200, answer.body["events"], None)
+
+
+def evidence(viewer: Viewer, item_id: str, criteria: list, result: str, now: datetime,
+             artifacts=()) -> dict:
+    """The human reviewer's own Evidence (§13.2) for the current submission."""
+    return {"id": f"ev-{uuid.uuid4().hex}", "subject": f"workItem:{item_id}",
+            "criteria": list(criteria), "method": HUMAN_REVIEW, "result": result,
+            "producer": viewer.principal.id, "timestamp": format_time(now),
+            "artifacts": list(artifacts)}
+
+
+def accept_result(viewer: Viewer, item, note: str, now: datetime) -> Outcome:
+    """work.accept_result with Evidence covering every criterion: the Coordinator's
+    reasons are recorded beside the review's evaluation (an override of failed criteria
+    is possible only this way, PROTOCOL §13.2 as apps/work/commands/review.py has it)."""
+    evaluation = (item.review or {}).get("evaluation") or {}
+    if (evaluation.get("failing") or evaluation.get("integrity") == "fail") and not note:
+        # Overriding the review is the Coordinator's right, but only with reasons on record.
+        return Outcome(400, [], ProtocolError(
+            "VALIDATION_ERROR", "the review failed this submission; say why you accept it "
+            "anyway (your reason is recorded as Evidence)").as_json()["error"])
+    result = f"pass: {note}" if note else "pass: accepted after reviewing the evaluation"
+    record = evidence(viewer, item.id, item.criteria_ids, result, now)
+    return send(viewer, "work.accept_result", {"evidence": [record]}, now, item.id)
+
+
+def fail(viewer: Viewer, item, criteria: list, reason: str, permanent: bool,
+         now: datetime) -> Outcome:
+    record = evidence(viewer, item.id, criteria or item.criteria_ids, f"fail: {reason}", now)
+    return send(viewer, "work.fail", {"evidence": [record], "reason": reason,
+                                      "permanent": permanent}, now, item.id)
+
+
+def grant_execution(viewer: Viewer, item_id: str, comment: str, now: datetime) -> Outcome:
+    body = {"comment": comment} if comment else {}
+    return send(viewer, "approval.grant_execution", body, now, item_id)
+
+
+def approve_mission(viewer: Viewer, mission_id: str, comment: str, now: datetime) -> Outcome:
+    body = {"missionId": mission_id, **({"comment": comment} if comment else {})}
+    return send(viewer, "mission.approve", body, now)

@@ -1,0 +1,134 @@
+"""§13 commands: publishing an artifact's manifest, publishing a Context Package, and
+forwarding an artifact to another Group. Pure: the facts outside the Group's log
+(signing keys, blobs, the target Group) come in `context.facts` (apps/artifacts/facts.py).
+
+Who publishes a manifest: the lease holder of the WorkItem it names, naming the
+current leaseId like every lease command, for a manifest it produced and signed
+itself; or a coordinator, who may also relay a manifest another agent produced and
+signed (the producer's signature, not the sender, is what vouches for it) and may
+publish a Mission-level artifact (`workItemId: null`, e.g. an input)."""
+
+from apps.artifacts import manifests, packages
+from mission_weave.protocol.canonical import content_hash
+from mission_weave.protocol.errors import ProtocolError
+
+from .base import Draft, mission_of, require_lease
+
+# Classifications that may cross into another Group with an approval; `restricted`
+# content never leaves its Group.
+FORWARDABLE = frozenset({"public", "internal", "confidential"})
+
+
+def artifact_publish(view, command, context):
+    manifest, facts = command.body, context.facts
+    if manifest["groupId"] != facts["groupId"]:
+        raise ProtocolError("VALIDATION_ERROR", "body.groupId must be this Group's id",
+                            {"path": "body.groupId"})
+    mission = mission_of(view, manifest["missionId"])
+    coordinator = "coordinator" in command.roles
+    _check_publisher(view, command, manifest, mission.id, coordinator, context.now)
+    manifests.check_signature(manifest, facts.get("producerKey"), manifest["producer"],
+                              "manifest")
+    if manifest["hash"] in view.artifacts:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"artifact {manifest['hash']} is already in this Group; an "
+                            "artifact is its content and is published once",
+                            {"path": "body.hash", "hash": manifest["hash"]})
+    manifests.check_blob(manifest, facts.get("blob"))
+    if manifest["hash"] in manifest["sources"]:
+        raise ProtocolError("VALIDATION_ERROR", "an artifact cannot be its own source",
+                            {"path": "body.sources"})
+    manifests.require_artifacts(view.artifacts, manifest["sources"], "body.sources")
+    return [Draft("artifact.published", {"manifest": manifest, "by": command.actor},
+                  mission.id, manifest["workItemId"])]
+
+
+def _check_publisher(view, command, manifest, mission_id, coordinator, now) -> None:
+    item_id = manifest["workItemId"]
+    if item_id != command.work_item_id:
+        raise ProtocolError("VALIDATION_ERROR",
+                            "body.workItemId must equal the command's workItemId",
+                            {"path": "body.workItemId"})
+    if item_id is None:
+        if not coordinator:
+            raise ProtocolError("FORBIDDEN", "a worker publishes under the Execution Lease of "
+                                "the WorkItem the manifest names")
+        return
+    item = view.items.get(item_id)
+    if item is None:
+        raise ProtocolError("NOT_FOUND", f"no WorkItem {item_id} in this Group")
+    if item.mission_id != mission_id:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"WorkItem {item_id} belongs to Mission {item.mission_id}",
+                            {"path": "body.missionId"})
+    if coordinator:
+        return
+    require_lease(item, command, now)
+    if manifest["producer"] != command.agent_id:
+        raise ProtocolError("FORBIDDEN", f"a lease holder publishes its own manifests: "
+                            f"body.producer must be {command.agent_id}",
+                            {"path": "body.producer"})
+
+
+def context_publish(view, command, context):
+    package, facts = command.body, context.facts
+    if command.agent_id is None or package["generator"] != command.agent_id:
+        raise ProtocolError("FORBIDDEN", "a Context Package is published by the Agent that "
+                            "generated and signed it: body.generator must be the actor",
+                            {"path": "body.generator"})
+    manifests.check_signature(package, facts.get("generatorKey"), package["generator"],
+                              "Context Package")
+    scope = package["scope"]
+    mission = mission_of(view, scope["missionId"])
+    item_id = scope.get("workItemId")
+    if item_id is not None:
+        item = view.items.get(item_id)
+        if item is None or item.mission_id != mission.id:
+            raise ProtocolError("NOT_FOUND",
+                                f"no WorkItem {item_id} in Mission {mission.id} of this Group",
+                                {"path": "body.scope.workItemId"})
+    packages.check_source_events(package, facts["headSequence"])
+    manifests.require_artifacts(view.artifacts, package["artifacts"], "body.artifacts")
+    previous = packages.latest(view.packages, package["id"])
+    packages.check_version(package, previous)
+    return [Draft("context.package_published", {
+        "package": package, "hash": content_hash(package),
+        "previousHash": previous["hash"] if previous else None, "by": command.actor},
+        mission.id, item_id)]
+
+
+def artifact_forward(view, command, context):
+    """Reusable knowledge crosses into another Group only as an explicitly forwarded,
+    approved, classified, provenance-bearing artifact: `artifact.forwarded` here and
+    `artifact.received` there, in one transaction under both Groups' locks."""
+    body, facts = command.body, context.facts
+    target = body["targetGroupId"]
+    if target == facts["groupId"]:
+        raise ProtocolError("VALIDATION_ERROR", "body.targetGroupId must be another Group",
+                            {"path": "body.targetGroupId"})
+    record = view.artifacts.get(body["hash"])
+    if record is None:
+        raise ProtocolError("NOT_FOUND", f"no artifact {body['hash']} in this Group",
+                            {"path": "body.hash"})
+    classification = record["manifest"]["classification"]
+    if classification not in FORWARDABLE:
+        raise ProtocolError("FORBIDDEN", f"a {classification} artifact never leaves its Group",
+                            {"classification": classification})
+    if "owner" not in (facts.get("approverRoles") or ()):
+        raise ProtocolError("FORBIDDEN", "body.approval.approvedBy must be a MissionOwner "
+                            "(role owner) of this Group", {"path": "body.approval.approvedBy"})
+    roles = facts["targetRoles"]
+    if roles is None:
+        raise ProtocolError("NOT_A_MEMBER", "you are not a member of the target Group",
+                            {"path": "body.targetGroupId"})
+    if "coordinator" not in roles:
+        raise ProtocolError("FORBIDDEN", "forwarding needs the coordinator role in the "
+                            "target Group too", {"path": "body.targetGroupId"})
+    if facts["targetHasArtifact"]:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"the target Group already has artifact {body['hash']}",
+                            {"path": "body.hash"})
+    common = {"hash": body["hash"], "approval": body["approval"], "by": command.actor}
+    return [Draft("artifact.forwarded", {**common, "targetGroupId": target}),
+            Draft("artifact.received", {**common, "manifest": record["manifest"],
+                                        "sourceGroupId": facts["groupId"]}, group_id=target)]

@@ -1,0 +1,35 @@
+"""usage.record (§11.5): the lease holder reports what it spent, in six dimensions; it is
+charged to the WorkItem and its whole budget ancestry at once, or refused with
+BUDGET_EXCEEDED and nothing charged (apps/work/budgets.py)."""
+
+from mission_weave.protocol.errors import ProtocolError
+
+from .. import budgets
+from ..state import USAGE_RECORDED, View, WorkItem
+from .base import item_draft, target_item
+
+MAX_DEPTH = 64  # child Missions nest; a longer chain means a broken projection, not a budget
+
+
+def usage_record(view, command, context):
+    item = target_item(view, command, fenced_at=context.now)
+    delta = command.body
+    if budgets.is_zero(delta):
+        raise ProtocolError("VALIDATION_ERROR", "usage.record needs a nonzero delta in at least "
+                            "one of " + ", ".join(budgets.DIMENSIONS))
+    charged = budgets.charge(ancestry(view, item), delta)
+    return [item_draft(item, USAGE_RECORDED, {
+        "leaseId": item.lease.id, "ownershipEpoch": item.ownership_epoch, "delta": delta,
+        "chargedTo": [{"level": kind, "id": level_id, "usage": usage}
+                      for kind, level_id, usage in charged]})]
+
+
+def ancestry(view: View, item: WorkItem) -> list:
+    """[(kind, id, budgets, usage)] from the WorkItem up to the root Mission."""
+    levels = []
+    while item is not None and len(levels) < MAX_DEPTH:
+        mission = view.missions[item.mission_id]
+        levels += [("workItem", item.id, item.contract["budgets"], item.usage),
+                   ("mission", mission.id, mission.budgets, mission.usage)]
+        item = view.items.get(mission.parent_work_item_id)
+    return levels

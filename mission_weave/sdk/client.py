@@ -1,0 +1,261 @@
+"""The async client of a Group Authority (PROTOCOL §1, §2, §4, §5).
+
+    async with Client("http://127.0.0.1:8000", AgentKey.load(".mw/agents/worker-1.json")) as c:
+        await c.open_session()
+        answer = await c.command("grp_demo", "work.accept_offer", {"contractRevision": 1},
+                                 workItemId="research")
+
+Every command goes through one seam, `send(group_id, envelope)`: it posts the signed
+envelope and retries the *same* envelope (same id) on a network error or a 5xx, so the
+server's idempotency answers a retry with the original outcome (`duplicate: true`).
+Offline buffering can later wrap `send` without reshaping callers.
+"""
+
+import asyncio
+import hashlib
+import logging
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+
+import httpx
+
+from mission_weave.protocol import canonical
+from mission_weave.protocol.timefmt import format_time
+
+from .ids import uuid7
+from .keys import AgentKey
+
+log = logging.getLogger("mission_weave.sdk")
+
+CHUNK = 1 << 16
+
+
+class ApiError(Exception):
+    """A PROTOCOL error answer (`{"error": {code, message, details}}`), or a client-side
+    check that failed with the same vocabulary (HASH_MISMATCH on a download)."""
+
+    def __init__(self, status: int, code: str, message: str, details: dict | None = None):
+        super().__init__(f"{status} {code}: {message}")
+        self.status, self.code, self.message = status, code, message
+        self.details = details or {}
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> "ApiError":
+        try:
+            error = response.json()["error"]
+            return cls(response.status_code, error["code"], error["message"],
+                       error.get("details"))
+        except (ValueError, KeyError, TypeError):
+            return cls(response.status_code, "UNEXPECTED_RESPONSE", response.text[:300])
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def blob_hash(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+class Client:
+    def __init__(self, base_url: str, key: AgentKey, *, retries: int = 6,
+                 backoff_seconds: float = 0.2, timeout: float = 30.0,
+                 http: httpx.AsyncClient | None = None):
+        self.base_url = base_url.rstrip("/")
+        self.key = key
+        self.retries = retries
+        self.backoff_seconds = backoff_seconds
+        self.http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
+        self.token: str | None = None
+        self.session_epoch: int | None = None
+        self._memberships: dict[str, dict] = {}
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    @property
+    def agent_id(self) -> str:
+        return self.key.agent_id
+
+    @property
+    def principal(self) -> str:
+        return self.key.principal
+
+    @property
+    def ws_url(self) -> str:
+        return self.base_url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) \
+            + "/ws/v1/"
+
+    def auth_headers(self) -> dict:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else {}
+
+    # --- sessions and membership (§1) ------------------------------------------------
+
+    async def open_session(self) -> dict:
+        """Open a session; it supersedes the previous one (whose leases the server
+        revokes) and sets the token and sessionEpoch every command carries."""
+        request = self.key.sign({"agentId": self.agent_id, "keyId": self.key.key_id,
+                                 "nonce": uuid.uuid4().hex, "issuedAt": format_time(utcnow())})
+        session = await self._request("POST", "/api/v1/sessions", json=request, retry=False)
+        self.token, self.session_epoch = session["token"], session["sessionEpoch"]
+        self._memberships.clear()
+        return session
+
+    async def membership(self, group_id: str, refresh: bool = False) -> dict:
+        """`{groupId, principal, roles, membershipEpoch, agentCard}` of this Agent."""
+        if refresh or group_id not in self._memberships:
+            self._memberships[group_id] = await self.get(f"/api/v1/groups/{group_id}/membership")
+        return self._memberships[group_id]
+
+    # --- commands (§2) ---------------------------------------------------------------
+
+    def envelope(self, group_id: str, type_: str, body: dict, membership_epoch: int,
+                 **fields) -> dict:
+        """A signed command envelope; `fields` are workItemId, ownershipEpoch, leaseId,
+        expectedRevision, extensions or id (None values are left out)."""
+        envelope = {"id": fields.pop("id", None) or uuid7(), "type": type_, "groupId": group_id,
+                    "actor": self.principal, "issuedAt": format_time(utcnow()),
+                    "sessionEpoch": self.session_epoch, "membershipEpoch": membership_epoch,
+                    "body": body}
+        envelope.update({k: v for k, v in fields.items() if v is not None})
+        return self.key.sign(envelope)
+
+    async def send(self, group_id: str, envelope: dict) -> dict:
+        """Post one signed envelope; the one path every command takes. Retries the same
+        envelope on network errors, 5xx and 429; an answer with `duplicate: true` is the
+        original success. A 4xx raises ApiError (the server appended nothing)."""
+        return await self._request("POST", f"/api/v1/groups/{group_id}/commands", json=envelope,
+                                   retry=True)
+
+    async def command(self, group_id: str, type_: str, body: dict | None = None,
+                      **fields) -> dict:
+        """Build, sign and send a command. When the membership changed since it was
+        read (STALE_MEMBERSHIP), re-read it and send a new command once."""
+        member = await self.membership(group_id)
+        envelope = self.envelope(group_id, type_, body or {}, member["membershipEpoch"],
+                                 **fields)
+        try:
+            return await self.send(group_id, envelope)
+        except ApiError as error:
+            if error.code != "STALE_MEMBERSHIP" or "id" in fields:
+                raise
+        member = await self.membership(group_id, refresh=True)
+        return await self.send(group_id, self.envelope(group_id, type_, body or {},
+                                                       member["membershipEpoch"], **fields))
+
+    # --- reads and presence ----------------------------------------------------------
+
+    async def get(self, path: str, params: dict | None = None) -> dict:
+        return await self._request("GET", path, params=params, retry=True)
+
+    async def events(self, group_id: str, after: int, limit: int = 1000) -> dict:
+        """`{events, headSequence}`; raises ApiError CURSOR_TOO_OLD (410) below the floor."""
+        return await self.get(f"/api/v1/groups/{group_id}/events",
+                              {"after": after, "limit": limit})
+
+    async def work_item(self, group_id: str, work_item_id: str) -> dict:
+        return await self.get(f"/api/v1/groups/{group_id}/work-items/{work_item_id}")
+
+    async def work_items(self, group_id: str, **filters) -> list:
+        return (await self.get(f"/api/v1/groups/{group_id}/work-items", filters))["workItems"]
+
+    async def authority_keys(self) -> dict:
+        """{keyId: Ed25519PublicKey} of the Group Authority."""
+        answer = await self.get("/api/v1/authority")
+        return {k["keyId"]: canonical.public_key_from_b64url(k["publicKey"])
+                for k in answer["keys"]}
+
+    async def presence(self, available_slots: int, status: str = "available",
+                       retry: bool = True) -> dict:
+        return await self._request("POST", "/api/v1/presence", retry=retry,
+                                   json={"availableSlots": available_slots, "status": status})
+
+    # --- blobs (§5) ------------------------------------------------------------------
+
+    async def put_blob(self, data: bytes | str | Path) -> str:
+        """Upload bytes (or a file, streamed) under their sha256 name; returns the name."""
+        if isinstance(data, (str, Path)):
+            path = Path(data)
+            digest = hashlib.sha256()
+            with path.open("rb") as source:
+                for chunk in iter(lambda: source.read(CHUNK), b""):
+                    digest.update(chunk)
+            name = "sha256:" + digest.hexdigest()
+
+            async def body():  # a fresh stream for every attempt
+                with path.open("rb") as source:
+                    while chunk := await asyncio.to_thread(source.read, CHUNK):
+                        yield chunk
+        else:
+            name = blob_hash(data)
+
+            def body():
+                return data
+        await self._request("PUT", f"/api/v1/blobs/{name}", content_factory=body, retry=True,
+                            headers={"Content-Type": "application/octet-stream"})
+        return name
+
+    async def get_blob(self, name: str, into: str | Path | None = None) -> bytes | Path:
+        """Download a blob, hashing it while it streams; raises ApiError HASH_MISMATCH
+        (and keeps nothing) when the bytes are not the ones named. With `into`, the
+        bytes go to that file (written beside it first, renamed once verified)."""
+        expected = name.removeprefix("sha256:")
+        digest = hashlib.sha256()
+        parts: list[bytes] = []
+        partial = Path(f"{into}.partial") if into is not None else None
+        sink = partial.open("wb") if partial else None
+        try:
+            async with self.http.stream("GET", f"/api/v1/blobs/{name}",
+                                        headers=self.auth_headers()) as response:
+                if response.status_code != 200:
+                    await response.aread()
+                    raise ApiError.from_response(response)
+                async for chunk in response.aiter_bytes(CHUNK):
+                    digest.update(chunk)
+                    sink.write(chunk) if sink else parts.append(chunk)
+            if digest.hexdigest() != expected:
+                raise ApiError(422, "HASH_MISMATCH", f"the downloaded bytes are not {name}",
+                               {"actual": "sha256:" + digest.hexdigest()})
+        except BaseException:
+            if sink:
+                sink.close()
+                partial.unlink(missing_ok=True)
+            raise
+        if sink:
+            sink.close()
+            partial.replace(into)
+            return Path(into)
+        return b"".join(parts)
+
+    # --- transport ---------------------------------------------------------------------
+
+    async def _request(self, method: str, path: str, *, retry: bool, json=None, params=None,
+                       content_factory=None, headers: dict | None = None):
+        attempts = self.retries + 1 if retry else 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = await self.http.request(
+                    method, path, json=json, params=params,
+                    content=content_factory() if content_factory else None,
+                    headers={**self.auth_headers(), **(headers or {})})
+            except httpx.TransportError as error:
+                if last:
+                    raise
+                log.info("%s %s: %s; retrying", method, path, error)
+            else:
+                if response.status_code < 400:
+                    return response.json() if response.content else {}
+                retryable = response.status_code >= 500 or response.status_code == 429
+                if not retryable or last:
+                    raise ApiError.from_response(response)
+                log.info("%s %s: %s; retrying", method, path, response.status_code)
+            await asyncio.sleep(min(self.backoff_seconds * 2 ** attempt, 5.0))
+        raise AssertionError("unreachable")

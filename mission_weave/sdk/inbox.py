@@ -1,0 +1,329 @@
+"""Per-Group inbox (PROTOCOL §4): every event of the Agent's Groups processed exactly
+once after deduplication, in sequence order, across disconnects and restarts.
+
+- `GroupStream` is the pure part: dedupe by Event ID (and by sequence), buffer events
+  that arrive ahead of a gap, hand out the next one in order, check the hash chain.
+- `CursorStore` is the durable Cursor, a SQLite file. It only ever moves one sequence
+  at a time (never over a gap), except when a verified snapshot resets it.
+- `Inbox` runs the transport: the WebSocket (`SUBSCRIBE` with `afterSequence` = the
+  Cursor, `ACK` after the application processed the events), HTTP paging
+  (`GET /events?after=`) for catch-up and gap filling, and CURSOR_TOO_OLD recovery
+  from the authority-signed snapshot. Without a WebSocket endpoint it polls over HTTP.
+"""
+
+import asyncio
+import json
+import logging
+import sqlite3
+from collections import OrderedDict
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import httpx
+import websockets
+
+from mission_weave.protocol import canonical
+
+from .client import ApiError, Client
+
+log = logging.getLogger("mission_weave.sdk.inbox")
+
+EventHandler = Callable[[dict], Awaitable[None]]
+SnapshotHandler = Callable[[str, dict], Awaitable[None]]
+
+
+class CursorGap(Exception):
+    """An attempt to move a Cursor by more than one sequence."""
+
+
+class IntegrityError(Exception):
+    """An event or snapshot that does not verify; the inbox stops rather than guess."""
+
+
+def event_hash_ok(event: dict) -> bool:
+    return canonical.content_hash(canonical.without(event, "hash")) == event.get("hash")
+
+
+class CursorStore:
+    """Durable Cursors, one row per Group, in a SQLite file (WAL, synchronous=FULL)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        if str(path) != ":memory:":
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=FULL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS cursors (group_id TEXT PRIMARY KEY, "
+                        "sequence INTEGER NOT NULL, hash TEXT)")
+
+    def get(self, group_id: str) -> tuple[int, str | None]:
+        row = self.db.execute("SELECT sequence, hash FROM cursors WHERE group_id = ?",
+                              (group_id,)).fetchone()
+        return (row[0], row[1]) if row else (0, None)
+
+    def advance(self, group_id: str, sequence: int, event_hash: str | None) -> None:
+        current, _ = self.get(group_id)
+        if sequence != current + 1:
+            raise CursorGap(f"cursor of {group_id} is at {current}; refusing to move to "
+                            f"{sequence}")
+        self._write(group_id, sequence, event_hash)
+
+    def reset(self, group_id: str, sequence: int, event_hash: str | None = None) -> None:
+        """Only for a verified snapshot: the state at `sequence` replaces the history."""
+        self._write(group_id, sequence, event_hash)
+
+    def _write(self, group_id, sequence, event_hash):
+        self.db.execute("INSERT INTO cursors (group_id, sequence, hash) VALUES (?, ?, ?) "
+                        "ON CONFLICT(group_id) DO UPDATE SET sequence = excluded.sequence, "
+                        "hash = excluded.hash", (group_id, sequence, event_hash))
+
+    def close(self) -> None:
+        self.db.close()
+
+
+class GroupStream:
+    """One Group's ordering buffer. `done` is the last processed sequence."""
+
+    SEEN_IDS = 10_000  # ids remembered for dedupe beyond the sequence check
+
+    def __init__(self, group_id: str, done: int = 0, last_hash: str | None = None):
+        self.group_id = group_id
+        self.done = done
+        self.last_hash = last_hash
+        self.pending: dict[int, dict] = {}
+        self.seen: OrderedDict[str, None] = OrderedDict()
+        self.duplicates = 0
+
+    def add(self, event: dict) -> bool:
+        """Buffer an event; False for a duplicate (or one already processed)."""
+        sequence = event["sequence"]
+        if event["id"] in self.seen or sequence <= self.done or sequence in self.pending:
+            self.duplicates += 1
+            return False
+        if not event_hash_ok(event):
+            raise IntegrityError(f"event {event['id']} of {self.group_id} fails its hash")
+        self.pending[sequence] = event
+        self.seen[event["id"]] = None
+        if len(self.seen) > self.SEEN_IDS:
+            self.seen.popitem(last=False)
+        return True
+
+    def next_ready(self) -> dict | None:
+        event = self.pending.get(self.done + 1)
+        if event is not None and self.last_hash is not None \
+                and event["prevHash"] != self.last_hash:
+            raise IntegrityError(f"event {event['sequence']} of {self.group_id} does not "
+                                 f"chain to the previous one")
+        return event
+
+    def processed(self, event: dict) -> None:
+        assert event["sequence"] == self.done + 1, "processed out of order"
+        del self.pending[event["sequence"]]
+        self.done, self.last_hash = event["sequence"], event["hash"]
+
+    @property
+    def has_gap(self) -> bool:
+        return bool(self.pending) and (self.done + 1) not in self.pending
+
+    def reset(self, sequence: int, last_hash: str | None) -> None:
+        self.done, self.last_hash = sequence, last_hash
+        self.pending = {s: e for s, e in self.pending.items() if s > sequence}
+
+
+class Inbox:
+    """Deliver the events of `groups` to `handle(event)`, one at a time per Group, in
+    order. `on_snapshot(group_id, document)` receives a verified snapshot when the
+    Cursor fell below the online log (CURSOR_TOO_OLD); the inbox resumes after it."""
+
+    def __init__(self, client: Client, groups: list[str], handle: EventHandler,
+                 store: CursorStore, on_snapshot: SnapshotHandler | None = None, *,
+                 transport: str = "auto", poll_seconds: float = 1.0,
+                 gap_seconds: float = 2.0, page: int = 1000):
+        assert transport in ("auto", "ws", "http")
+        self.client, self.handle, self.store = client, handle, store
+        self.on_snapshot = on_snapshot
+        self.transport, self.poll_seconds, self.gap_seconds = transport, poll_seconds, gap_seconds
+        self.page = page
+        self.streams = {g: GroupStream(g, *store.get(g)) for g in groups}
+        self.connected = asyncio.Event()  # set while a WebSocket subscription is live
+        self.caught_up = asyncio.Event()  # set after the first catch-up of every Group
+        self._ws = None
+        self.received = {"ws": 0, "http": 0}  # events taken in from each transport
+
+    def cursor(self, group_id: str) -> int:
+        return self.streams[group_id].done
+
+    # --- the loop --------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        stop = stop or asyncio.Event()
+        for group_id in self.streams:
+            await self.catch_up(group_id)
+        self.caught_up.set()
+        backoff = 0.2
+        while not stop.is_set():
+            if self.transport != "http":
+                try:
+                    await self._websocket(stop)
+                    backoff = 0.2
+                    continue
+                except websockets.InvalidStatus as error:
+                    status = error.response.status_code
+                    if self.transport == "auto" and status == 404:
+                        log.warning("no WebSocket endpoint (404): polling over HTTP")
+                        self.transport = "http"
+                        continue
+                    log.warning("WebSocket refused: %s", status)
+                except (OSError, websockets.ConnectionClosed, websockets.InvalidHandshake,
+                        asyncio.TimeoutError, httpx.TransportError, ApiError) as error:
+                    log.info("WebSocket lost: %r; reconnecting", error)
+                finally:
+                    self.connected.clear()
+                    self._ws = None
+                await _sleep_or_stop(stop, backoff)
+                backoff = min(backoff * 2, 5.0)
+                for group_id in self.streams:  # what was missed comes over HTTP first
+                    await self._safe_catch_up(group_id)
+            else:
+                for group_id in self.streams:
+                    await self._safe_catch_up(group_id)
+                await _sleep_or_stop(stop, self.poll_seconds)
+
+    async def _safe_catch_up(self, group_id: str) -> None:
+        try:
+            await self.catch_up(group_id)
+        except (OSError, httpx.TransportError, ApiError) as error:  # down: try again later
+            log.info("catch-up of %s failed: %r", group_id, error)
+
+    async def _websocket(self, stop: asyncio.Event) -> None:
+        headers = self.client.auth_headers()
+        async with websockets.connect(self.client.ws_url, additional_headers=headers,
+                                      open_timeout=10, max_size=None) as ws:
+            self._ws = ws
+            for group_id, stream in self.streams.items():
+                await self._subscribe(ws, group_id, stream.done)
+            self.connected.set()
+            log.info("subscribed over the WebSocket to %s", ", ".join(self.streams))
+            while not stop.is_set():
+                try:
+                    text = await asyncio.wait_for(ws.recv(), timeout=self.gap_seconds)
+                except asyncio.TimeoutError:
+                    await self._fill_gaps()
+                    continue
+                await self._frame(ws, json.loads(text))
+
+    async def _subscribe(self, ws, group_id: str, after: int) -> None:
+        await ws.send(json.dumps({"op": "SUBSCRIBE", "groupId": group_id,
+                                  "afterSequence": after}))
+
+    async def _frame(self, ws, frame: dict) -> None:
+        op = frame.get("op")
+        if op == "EVENT":
+            event = frame["event"]
+            stream = self.streams.get(event.get("groupId"))
+            if stream is None:
+                return
+            self.received["ws"] += stream.add(event)
+            if await self._deliver(stream):
+                await self._ack(stream)
+        elif op == "ERROR":
+            group_id = frame.get("groupId")
+            if frame.get("code") == "CURSOR_TOO_OLD" and group_id in self.streams:
+                await self._recover(group_id, frame.get("details") or {})
+                await self._subscribe(ws, group_id, self.streams[group_id].done)
+            else:
+                log.warning("server ERROR frame: %s %s", frame.get("code"), frame.get("message"))
+
+    async def _ack(self, stream: GroupStream) -> None:
+        if self._ws is not None:
+            await self._ws.send(json.dumps({"op": "ACK", "cursors": [
+                {"groupId": stream.group_id, "sequence": stream.done}]}))
+
+    async def _fill_gaps(self) -> None:
+        for group_id, stream in self.streams.items():
+            if stream.has_gap:
+                log.info("gap after %s in %s: filling over HTTP", stream.done, group_id)
+                await self.catch_up(group_id)
+
+    # --- processing ------------------------------------------------------------------
+
+    async def _deliver(self, stream: GroupStream) -> int:
+        """Process every buffered event that is next in order; returns how many. The
+        Cursor is written after the application handled the event."""
+        count = 0
+        while (event := stream.next_ready()) is not None:
+            await self.handle(event)
+            self.store.advance(stream.group_id, event["sequence"], event["hash"])
+            stream.processed(event)
+            count += 1
+        return count
+
+    async def catch_up(self, group_id: str) -> None:
+        """Page over HTTP from the Cursor to the head (also fills gaps)."""
+        stream = self.streams[group_id]
+        while True:
+            try:
+                answer = await self.client.events(group_id, stream.done, self.page)
+            except ApiError as error:
+                if error.code != "CURSOR_TOO_OLD":
+                    raise
+                await self._recover(group_id, error.details)
+                continue
+            for event in answer["events"]:
+                self.received["http"] += stream.add(event)
+            delivered = await self._deliver(stream)
+            if delivered:
+                await self._ack(stream)
+            if not answer["events"] or stream.done >= answer["headSequence"]:
+                return
+            if not delivered:
+                raise IntegrityError(f"HTTP paging of {group_id} made no progress at "
+                                     f"{stream.done}")
+
+    # --- CURSOR_TOO_OLD ----------------------------------------------------------------
+
+    async def _recover(self, group_id: str, details: dict) -> None:
+        reference = details.get("snapshot")
+        if not isinstance(reference, dict):
+            raise IntegrityError(f"CURSOR_TOO_OLD for {group_id} without a snapshot reference")
+        document = await fetch_snapshot(self.client, reference)
+        if self.on_snapshot is None:
+            raise IntegrityError(f"{group_id}: the Cursor is below the online log and no "
+                                 "snapshot handler is installed")
+        await self.on_snapshot(group_id, document)
+        self.store.reset(group_id, reference["sequence"], document["hash"])
+        self.streams[group_id].reset(reference["sequence"], document["hash"])
+        log.info("%s resumed from snapshot %s at %s", group_id, reference.get("id"),
+                 reference["sequence"])
+
+
+async def fetch_snapshot(client: Client, reference: dict) -> dict:
+    """The snapshot document at `reference.url`, verified: its hash is the reference's
+    and its signature is the Group Authority's (GET /api/v1/authority)."""
+    document = await client.get(reference["url"])
+    verify_snapshot(reference, document, await client.authority_keys())
+    return document
+
+
+def verify_snapshot(reference: dict, document: dict, authority_keys: dict) -> None:
+    """The document is signed by an authority key, and is the one the reference names:
+    same id, Group, sequence and `hash` (the chain hash of the event at `sequence`, so
+    the next event's prevHash must equal it; the inbox checks that as it resumes)."""
+    key = authority_keys.get(canonical.signature_key_id(document))
+    if key is None or not canonical.verify(document, key):
+        raise IntegrityError(f"snapshot {reference.get('id')} is not signed by the authority")
+    for member in ("id", "groupId", "sequence", "hash"):
+        if member in reference and document.get(member) != reference[member]:
+            raise IntegrityError(f"snapshot {reference.get('id')}: its {member} is not the "
+                                 "one CURSOR_TOO_OLD named")
+    if reference.get("signature") not in (None, document["signature"]):
+        raise IntegrityError(f"snapshot {reference.get('id')}: the reference's signature is "
+                             "not the document's")
+
+
+async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
+    try:
+        await asyncio.wait_for(stop.wait(), timeout=seconds)
+    except asyncio.TimeoutError:
+        pass

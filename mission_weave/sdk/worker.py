@@ -1,0 +1,483 @@
+"""A runnable Worker (§11.1, §11.3):
+
+    python -m mission_weave.sdk.worker --key .mw/agents/worker-1.json --group grp_demo \\
+        --handler mission_weave.sdk.demo:handle --url http://127.0.0.1:8000
+
+It opens a session, rebuilds its queues by replaying the Group logs, subscribes to
+them (inbox.py), reports Presence, accepts the offers addressed to it while it has
+room (its Agent Card's maxConcurrency), lets the Scheduler (scheduler.py) choose which
+queued WorkItem starts in which slot, starts it, renews the lease while the handler
+runs, and submits the handler's result with its Evidence (or fails it with Evidence).
+
+The handler is `async def handle(ctx: WorkContext) -> dict`, returning
+`{"evidence": [Evidence], "artifacts": [hash]}`; `ctx.evidence(...)` builds Evidence,
+`ctx.publish_artifact(...)` uploads and publishes an artifact, and when
+`ctx.preemption_requested` is set it should call `await ctx.checkpoint(...)` at its
+next safe point and return.
+"""
+
+import argparse
+import asyncio
+import importlib
+import logging
+import signal
+import uuid
+from pathlib import Path
+from typing import Awaitable, Callable
+
+import httpx
+
+from mission_weave.protocol.idempotency import idempotency_key
+from mission_weave.protocol.timefmt import format_time, parse_time
+
+from . import disclosure, scheduler
+from .client import ApiError, Client, utcnow
+from .inbox import CursorStore, Inbox
+from .keys import AgentKey
+from .queues import GroupWork, Item
+
+log = logging.getLogger("mission_weave.sdk.worker")
+
+Handler = Callable[["WorkContext"], Awaitable[dict | None]]
+
+
+class Preempted(Exception):
+    """Raised by `ctx.raise_if_preempted()` after the context checkpointed."""
+
+
+class WorkContext:
+    """What a handler sees of one WorkItem in one slot: its contract, helpers that act
+    under the slot's lease, and the preemption flag."""
+
+    def __init__(self, worker: "Worker", group_id: str, item: Item,
+                 assignment: scheduler.Assignment, lease_id: str, capability_token: dict | None):
+        self.worker, self.client = worker, worker.client
+        self.group_id, self.work_item_id = group_id, item.id
+        self.mission_id = item.mission_id
+        self.contract, self.contract_revision = item.contract, item.contract_revision
+        self.ownership_epoch, self.lease_id = assignment.ownership_epoch, lease_id
+        self.assignment = assignment
+        self.capability_token = capability_token
+        self.last_checkpoint = item.last_checkpoint
+        self.preemption = asyncio.Event()
+        self.checkpointed = False
+
+    @property
+    def preemption_requested(self) -> bool:
+        return self.preemption.is_set()
+
+    @property
+    def producer(self) -> str:
+        return self.client.principal
+
+    def _lease_fields(self) -> dict:
+        return {"workItemId": self.work_item_id, "ownershipEpoch": self.ownership_epoch,
+                "leaseId": self.lease_id}
+
+    def idempotency_key(self, operation_id: str) -> str:
+        """The §16 key for an external operation of this attempt."""
+        return idempotency_key(self.mission_id or "", self.work_item_id, self.ownership_epoch,
+                               operation_id)
+
+    def evidence(self, criteria, method: str, result: str, artifacts=(),
+                 subject: str | None = None) -> dict:
+        return {"id": f"ev-{uuid.uuid4().hex[:16]}",
+                "subject": subject or f"workItem:{self.work_item_id}",
+                "criteria": list(criteria), "method": method, "result": result,
+                "producer": self.producer, "timestamp": format_time(utcnow()),
+                "artifacts": list(artifacts)}
+
+    async def progress(self, phase: str, **progress) -> dict:
+        return await self.client.command(self.group_id, "work.progress",
+                                         {"phase": phase, **progress}, **self._lease_fields())
+
+    async def checkpoint(self, phase: str, state_artifact: str | None = None,
+                         **progress) -> dict:
+        """Checkpoint and release the lease (the item goes back to `queued`)."""
+        body = {"progress": {"phase": phase, **progress}}
+        if state_artifact:
+            body["stateArtifact"] = state_artifact
+        answer = await self.client.command(self.group_id, "work.checkpoint", body,
+                                           **self._lease_fields())
+        self.checkpointed = True
+        return answer
+
+    async def raise_if_preempted(self, phase: str, **progress) -> None:
+        """At a safe point: checkpoint and stop when a preemption was requested."""
+        if self.preemption_requested:
+            await self.checkpoint(phase, **progress)
+            raise Preempted(self.work_item_id)
+
+    async def publish_artifact(self, data: bytes, media_type: str, schema: str | None = None,
+                               sources=(), classification: str = "internal") -> str:
+        """Upload the bytes (PUT /blobs, verified by name) and publish their signed
+        manifest (`artifact.publish`, §13.1); returns the content hash."""
+        name = await self.client.put_blob(data)
+        card = self.worker.card
+        manifest = self.client.key.sign({
+            "hash": name, "mediaType": media_type, "schema": schema, "size": len(data),
+            "producer": self.client.agent_id, "agentCardVersion": card.get("version"),
+            "missionId": self.mission_id, "groupId": self.group_id,
+            "workItemId": self.work_item_id, "sources": list(sources),
+            "versions": {"tool": "mission_weave.sdk", "model": None,
+                         "capability": _capability_version(self.contract)},
+            "createdAt": format_time(utcnow()), "classification": classification,
+            "uri": f"{self.client.base_url}/api/v1/blobs/{name}"})
+        await self.client.command(self.group_id, "artifact.publish", manifest,
+                                  **self._lease_fields())
+        return name
+
+
+def _capability_version(contract: dict) -> str | None:
+    capabilities = contract.get("capabilities") or []
+    return capabilities[0]["version"] if capabilities else None
+
+
+class Worker:
+    def __init__(self, client: Client, groups: list[str], handler: Handler,
+                 cursor_path: str | Path, *, transport: str = "auto",
+                 presence_seconds: float = 30.0, lease_seconds: int | None = None,
+                 tick_seconds: float = 1.0):
+        self.client, self.groups, self.handler = client, groups, handler
+        self.cursor_path, self.transport = cursor_path, transport
+        self.presence_seconds, self.lease_seconds = presence_seconds, lease_seconds
+        self.tick_seconds = tick_seconds
+        self.work = {g: GroupWork(g) for g in groups}
+        self.card: dict = {}
+        self.capacity = 1
+        self.slots = scheduler.declare_slots(0, 0)
+        self.fairness = scheduler.Fairness()
+        self.running: dict[tuple, tuple[asyncio.Task, WorkContext | None]] = {}
+        self.accepting: set = set()  # (group, item, epoch) accepted, event not seen yet
+        self.refused: dict = {}  # (group, item) -> the Group's sequence when last refused
+        self.submitted: list = []  # (group, item) this worker submitted, for tests/logs
+        self.durations: dict[str, list] = {g: [] for g in groups}  # seconds of past runs
+        self.disclosed: dict = {}  # (group, item, epoch) -> the last body published
+        self.wake = asyncio.Event()
+        self.inbox: Inbox | None = None
+        self.ready = asyncio.Event()
+
+    @property
+    def agent_id(self) -> str:
+        return self.client.agent_id
+
+    # --- start-up ----------------------------------------------------------------------
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        stop = stop or asyncio.Event()
+        await self.client.open_session()  # revokes our old leases: those items are queued
+        for group_id in self.groups:
+            member = await self.client.membership(group_id)
+            self.card = member.get("agentCard") or {}
+        self.capacity = max(1, int(self.card.get("maxConcurrency", 1)))
+        self.slots = scheduler.declare_slots(self.capacity, self.capacity)
+        await self._rebuild()
+        self.inbox = Inbox(self.client, self.groups, self._on_event, CursorStore(self.cursor_path),
+                           self._on_snapshot, transport=self.transport)
+        tasks = [asyncio.create_task(self.inbox.run(stop)),
+                 asyncio.create_task(self._presence_loop(stop))]
+        self.ready.set()
+        try:
+            while not stop.is_set():
+                self.wake.clear()
+                try:
+                    await self._tick()
+                except (httpx.TransportError, ApiError) as error:  # try again next tick
+                    log.warning("tick failed: %r", error)
+                try:
+                    await asyncio.wait_for(self.wake.wait(), timeout=self.tick_seconds)
+                except asyncio.TimeoutError:
+                    pass
+                for task in tasks:
+                    if task.done() and task.exception():
+                        raise task.exception()
+        finally:
+            for task in tasks + [t for t, _ in self.running.values()]:
+                task.cancel()
+            await asyncio.gather(*tasks, *(t for t, _ in self.running.values()),
+                                 return_exceptions=True)
+            await self._report_presence("offline")
+
+    async def _rebuild(self) -> None:
+        """Queues rebuilt by replaying every Group's log (a snapshot where archived)."""
+        async def apply(event):
+            self.work[event["groupId"]].apply(event)
+        replay = Inbox(self.client, self.groups, apply, CursorStore(":memory:"),
+                       self._on_snapshot, transport="http")
+        for group_id in self.groups:
+            await replay.catch_up(group_id)
+
+    async def _on_snapshot(self, group_id: str, document: dict) -> None:
+        work = self.work[group_id]
+        if document["sequence"] <= work.applied:
+            return  # the replay at start already went further: never step back
+        work.load_snapshot(document["sequence"], document["state"].get("workItems", []))
+
+    # --- events ------------------------------------------------------------------------
+
+    async def _on_event(self, event: dict) -> None:
+        work = self.work[event["groupId"]]
+        work.apply(event)
+        if event["type"] == "work.preemption_requested":
+            for (group_id, item_id), (_, ctx) in self.running.items():
+                if ctx is not None and ctx.lease_id == event["data"].get("leaseId"):
+                    log.info("preemption requested for %s", item_id)
+                    ctx.preemption.set()
+        elif event["type"] in ("lease.revoked", "lease.expired", "work.cancelled"):
+            for key, (task, ctx) in list(self.running.items()):
+                if ctx is not None and ctx.lease_id == event["data"].get("leaseId", ctx.lease_id) \
+                        and key == (event["groupId"], event.get("workItemId")):
+                    log.warning("lease of %s closed (%s): stopping its handler", key[1],
+                                event["type"])
+                    task.cancel()
+        self.wake.set()
+
+    # --- decisions ---------------------------------------------------------------------
+
+    def _owned_count(self) -> int:
+        owned = sum(len(w.owned(self.agent_id)) for w in self.work.values())
+        return owned + len(self.accepting)
+
+    async def _tick(self) -> None:
+        now = utcnow()
+        self.accepting = {k for k in self.accepting
+                          if self.work[k[0]].items[k[1]].state == "offered"}
+        for group_id, work in self.work.items():
+            for item in work.live_offers(self.agent_id, now):
+                key = (group_id, item.id, item.ownership_epoch)
+                if key in self.accepting or self._refused_now(group_id, item.id):
+                    continue
+                await self._consider_offer(group_id, item)
+            for item in work.owned(self.agent_id, ("queued",)):
+                if item.accepted_revision != item.contract_revision \
+                        and not self._refused_now(group_id, item.id):
+                    await self._accept_revision(group_id, item)
+        await self._disclose(now)  # on acceptance, before it may start
+        await self._schedule(now)
+
+    def _refused_now(self, group_id: str, item_id: str) -> bool:
+        return self.refused.get((group_id, item_id)) == self.work[group_id].applied
+
+    def _can_do(self, item: Item) -> bool:
+        held = {c["id"] for c in self.card.get("capabilities", [])}
+        return all(c["id"] in held for c in item.contract.get("capabilities", []))
+
+    async def _consider_offer(self, group_id: str, item: Item) -> None:
+        if not self._can_do(item):
+            await self._decline(group_id, item, "capability")
+        elif self._owned_count() >= self.capacity:
+            await self._decline(group_id, item, "capacity")
+        else:
+            try:
+                await self.client.command(group_id, "work.accept_offer",
+                                          {"contractRevision": item.contract_revision},
+                                          workItemId=item.id)
+                self.accepting.add((group_id, item.id, item.ownership_epoch))
+                log.info("accepted %s", item.id)
+            except ApiError as error:  # another worker won, the offer moved on, ...
+                log.info("accepting %s refused: %s", item.id, error.code)
+                self.refused[(group_id, item.id)] = self.work[group_id].applied
+
+    async def _accept_revision(self, group_id: str, item: Item) -> None:
+        """A contract revised before we started it must be accepted again (§10.2)."""
+        if not self._can_do(item):
+            return  # it stays gated; the coordinator sees it never starts
+        try:
+            await self.client.command(group_id, "work.accept_offer",
+                                      {"contractRevision": item.contract_revision},
+                                      workItemId=item.id)
+            log.info("accepted revision %s of %s", item.contract_revision, item.id)
+        except ApiError as error:
+            log.info("accepting revision of %s refused: %s", item.id, error.code)
+        self.refused[(group_id, item.id)] = self.work[group_id].applied
+
+    async def _decline(self, group_id: str, item: Item, reason: str) -> None:
+        try:
+            await self.client.command(group_id, "work.decline_offer", {"reason": reason},
+                                      workItemId=item.id)
+        except ApiError as error:
+            log.info("declining %s refused: %s", item.id, error.code)
+        self.refused[(group_id, item.id)] = self.work[group_id].applied
+
+    async def _schedule(self, now) -> None:
+        queues = {g: [q for q in w.queue(self.agent_id, now)
+                      if (g, q.work_item_id) not in self.running
+                      and not self._refused_now(g, q.work_item_id)]
+                  for g, w in self.work.items()}
+        decision = scheduler.schedule(self.slots, queues, {}, {}, now, self.fairness)
+        self.slots, self.fairness = decision.slots, decision.fairness
+        for assignment in decision.started:
+            key = (assignment.group_id, assignment.work_item_id)
+            task = asyncio.create_task(self._run(assignment))
+            self.running[key] = (task, None)
+        if decision.started:
+            await self._report_presence()
+
+    # --- scheduling disclosure (§11.2) ------------------------------------------------
+
+    async def _disclose(self, now) -> None:
+        """Tell each Group when its queued items should start and finish: on acceptance
+        (the first disclosure) and on material changes only. scheduler.outlook reduces
+        the facts to the item's own Group, so nothing of another Group leaks into it."""
+        queues = {g: w.queue(self.agent_id, now) for g, w in self.work.items()}
+        for group_id, items in queues.items():
+            for queued in items:
+                if (group_id, queued.work_item_id) in self.running:
+                    continue
+                key = (group_id, queued.work_item_id, queued.ownership_epoch)
+                body = disclosure.disclose(scheduler.outlook(
+                    group_id, queued.work_item_id, self.slots, queues, {}, now,
+                    durations=self.durations[group_id][-50:]))
+                if not disclosure.is_material_change(self.disclosed.get(key), body):
+                    continue
+                self.disclosed[key] = body  # refused or not: again only on a material change
+                try:
+                    await self.client.command(group_id, "schedule.disclose", body,
+                                              workItemId=queued.work_item_id,
+                                              ownershipEpoch=queued.ownership_epoch)
+                except ApiError as error:
+                    log.info("disclosure for %s refused: %s", queued.work_item_id, error.code)
+
+    # --- one WorkItem in one slot ------------------------------------------------------
+
+    async def _run(self, assignment: scheduler.Assignment) -> None:
+        group_id, item_id = assignment.group_id, assignment.work_item_id
+        key = (group_id, item_id)
+        try:
+            item = self.work[group_id].items[item_id]
+            body = {"leaseSeconds": self.lease_seconds} if self.lease_seconds else {}
+            try:
+                answer = await self.client.command(group_id, "work.start", body,
+                                                   workItemId=item_id,
+                                                   ownershipEpoch=assignment.ownership_epoch)
+            except ApiError as error:
+                log.info("starting %s refused: %s", item_id, error.code)
+                self.refused[key] = self.work[group_id].applied
+                return
+            started = next(e for e in answer["events"] if e["type"] == "work.started")["data"]
+            token = started.get("capabilityToken") or {}
+            self.slots = self.slots.update(assignment.with_lease(started["leaseId"],
+                                                                 token.get("id")))
+            ctx = WorkContext(self, group_id, item, assignment, started["leaseId"], token)
+            self.running[key] = (self.running[key][0], ctx)
+            renewal = asyncio.create_task(self._renew(ctx, started))
+            began = utcnow()
+            try:
+                await self._execute(ctx)
+            finally:
+                renewal.cancel()
+                if not ctx.checkpointed:
+                    self.durations[group_id].append((utcnow() - began).total_seconds())
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("running %s failed", item_id)
+        finally:
+            self.running.pop(key, None)
+            self.slots = self.slots.release(assignment.slot_id)
+            self.wake.set()
+            await self._report_presence()
+
+    async def _execute(self, ctx: WorkContext) -> None:
+        lease = ctx._lease_fields()
+        try:
+            result = await self.handler(ctx)
+        except Preempted:
+            log.info("%s checkpointed after a preemption request", ctx.work_item_id)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            if ctx.checkpointed:
+                return
+            log.warning("handler failed on %s: %r", ctx.work_item_id, error)
+            criteria = [c["id"] for c in ctx.contract.get("acceptanceCriteria", [])]
+            evidence = ctx.evidence(criteria, "handler", f"failed: {error!r}"[:9000])
+            await self.client.command(ctx.group_id, "work.fail",
+                                      {"evidence": [evidence], "reason": str(error)[:9000]
+                                       or type(error).__name__}, **lease)
+            return
+        if ctx.checkpointed or result is None:
+            return
+        await self.client.command(ctx.group_id, "work.submit", {
+            "contractRevision": ctx.contract_revision,
+            "artifacts": list(result.get("artifacts", [])),
+            "evidence": list(result["evidence"])}, **lease)
+        self.submitted.append((ctx.group_id, ctx.work_item_id))
+        log.info("submitted %s", ctx.work_item_id)
+
+    async def _renew(self, ctx: WorkContext, started: dict) -> None:
+        """Renew at a third of the lease's remaining time while the handler runs."""
+        expires_at = parse_time(started["expiresAt"])
+        while True:
+            seconds = max(0.5, (expires_at - utcnow()).total_seconds() / 3)
+            await asyncio.sleep(seconds)
+            body = {"leaseSeconds": self.lease_seconds} if self.lease_seconds else {}
+            try:
+                answer = await self.client.command(ctx.group_id, "lease.renew", body,
+                                                   **ctx._lease_fields())
+            except ApiError as error:
+                log.warning("renewing %s refused: %s", ctx.work_item_id, error.code)
+                return
+            renewed = answer["events"][0]["data"]
+            expires_at = parse_time(renewed["expiresAt"])
+            ctx.capability_token = renewed.get("capabilityToken") or ctx.capability_token
+
+    # --- Presence ----------------------------------------------------------------------
+
+    async def _presence_loop(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self._report_presence()
+            try:
+                await asyncio.wait_for(stop.wait(), timeout=self.presence_seconds)
+            except asyncio.TimeoutError:
+                pass
+
+    async def _report_presence(self, status: str | None = None) -> None:
+        free = max(0, self.capacity - self._owned_count()) if self.capacity else 0
+        try:
+            # Going offline is said once: the server may be the one shutting down.
+            await self.client.presence(free, status or ("available" if free else "busy"),
+                                       retry=status != "offline")
+        except (ApiError, OSError, httpx.TransportError) as error:
+            log.info("Presence report failed: %r", error)
+
+
+def load_handler(dotted: str) -> Handler:
+    module, _, name = dotted.partition(":")
+    if not name:
+        module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m mission_weave.sdk.worker",
+                                     description="Run a MissionWeave Worker.")
+    parser.add_argument("--key", required=True, help="the agent key file (.mw/agents/*.json)")
+    parser.add_argument("--group", action="append", help="a Group to work for (repeatable; "
+                        "default: the key file's groupId)")
+    parser.add_argument("--handler", default="mission_weave.sdk.demo:handle",
+                        help="package.module:function, an async function(ctx) -> result")
+    parser.add_argument("--url", default="http://127.0.0.1:8000")
+    parser.add_argument("--cursors", help="the SQLite Cursor file (default: beside the key)")
+    parser.add_argument("--transport", choices=("auto", "ws", "http"), default="auto")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    key = AgentKey.load(args.key)
+    groups = args.group or [key.group_id]
+    cursors = args.cursors or str(Path(args.key).with_suffix("")) + ".cursors.sqlite3"
+    asyncio.run(_serve(args.url, key, groups, load_handler(args.handler), cursors,
+                       args.transport))
+
+
+async def _serve(url, key, groups, handler, cursors, transport) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    async with Client(url, key) as client:
+        await Worker(client, groups, handler, cursors, transport=transport).run(stop)
+
+
+if __name__ == "__main__":
+    main()

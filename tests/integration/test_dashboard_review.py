@@ -1,0 +1,146 @@
+"""Why an item was verified, in the browser's terms (issue 5): a submission with a JSON
+artifact goes through the review pipeline (Celery, eager here), a reviewer's Evidence
+arrives, and the dashboard shows each step, each criterion's Evidence and verdict, the
+artifact with its download and provenance; the Coordinator decides and the MissionOwner
+approves through the dashboard's forms, and mw_verify rebuilds it all from the log."""
+
+import json
+import re
+
+import pytest
+
+from apps.ledger.models import Event
+from apps.ledger.verify import verify_group
+from mission_weave.celery import app as celery_app
+from tests.integration.artifact_helpers import digest, publish
+from tests.support import Scenario, evidence
+
+SCHEMA = {"type": "object", "required": ["title", "words"],
+          "properties": {"title": {"type": "string"}, "words": {"type": "integer",
+                                                                "maximum": 500}}}
+REVIEWED = {
+    "deliverables": [{"id": "summary", "description": "The summary as JSON",
+                      "mediaType": "application/json", "schema": SCHEMA}],
+    "acceptanceCriteria": [
+        {"id": "ac1", "description": "Covers every section of the report"},
+        {"id": "ac2", "description": "At most 1 KiB", "method": "check:max-size:1024"}]}
+
+
+@pytest.fixture(autouse=True)
+def blob_root(settings, tmp_path):
+    settings.MW_BLOB_ROOT = tmp_path / "blobs"
+    settings.MW_BLOB_STORAGE = "filesystem"
+
+
+@pytest.fixture
+def eager():
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+def submitted(s: Scenario, document: dict) -> tuple[str, str, bytes]:
+    item_id, _ = s.running(s.w1, **REVIEWED)
+    data = json.dumps(document).encode()
+    response = publish(s, item_id, data, mediaType="application/json")
+    assert response.status_code == 200, response.json()
+    name = digest(data)
+    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [name], "evidence": [
+        evidence(["ac1", "ac2"], artifacts=[name], result="pass: covers all four sections")]},
+        **s.lease_fields(item_id))
+    return item_id, name, data
+
+
+def criteria(html: str) -> dict:
+    return {m.group(1): m.group(0) for m in re.finditer(
+        r'<tr data-criterion="([^"]+)">.*?</tr>', html, re.S)}
+
+
+def html_of(actor, path: str) -> str:
+    response = actor.client.get(path)
+    assert response.status_code == 200, response.status_code
+    return response.content.decode()
+
+
+def test_a_human_sees_why_an_item_was_verified_and_approves(transactional_db, eager):
+    s = Scenario()
+    coordinator = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
+    reviewer = s.world.agent("rev-" + s.world.group.slug, roles=("reviewer",))
+    item_id, name, data = submitted(s, {"title": "Q3 summary", "words": 320})
+    url = f"/g/{s.world.group.id}/work-items/{item_id}/"
+
+    waiting = html_of(coordinator, url)
+    reviewer.ok("evidence.record", {"evidence": [evidence(
+        ["ac1"], producer=reviewer.principal, result="pass: the outlook is in paragraph 4",
+        method="read against the report", artifacts=[name])]}, workItemId=item_id)
+    reviewed = html_of(coordinator, url)
+    accepted = coordinator.client.post(url + "accept", {"note": "the review passed"})
+    decided = html_of(s.owner, url)
+    blob = s.owner.client.get(f"/api/v1/blobs/{name}")
+    lineage = html_of(s.owner, f"/g/{s.world.group.id}/artifacts/{name}/")
+    approved = s.owner.client.post(f"/g/{s.world.group.id}/missions/{s.mission_id}/approve",
+                                   {"comment": "read the Evidence"})
+
+    # Before the reviewer: the steps ran, ac2 passed its check, ac1 waits.
+    assert 'id="evaluation-verdict">pending<' in waiting
+    assert 'verdict-pass">pass<' in criteria(waiting)["ac2"]
+    assert "check:max-size:1024" in criteria(waiting)["ac2"]
+    assert "awaiting reviewer Evidence" in criteria(waiting)["ac1"]
+    assert "1 artifact(s) validate against the schema" in waiting
+    assert "for ac1 (from reviewer or coordinator)" in waiting
+    # After: the reviewer's Evidence decides ac1, and the combined evaluation passes.
+    ac1 = criteria(reviewed)["ac1"]
+    assert "pass: the outlook is in paragraph 4" in ac1
+    assert "reviewer Evidence" in ac1 and reviewer.principal in ac1
+    assert "pass: covers all four sections" in ac1  # the worker's claim, beside it
+    assert 'id="evaluation-verdict">pass<' in reviewed
+    # The Coordinator's acceptance, and why, as the MissionOwner reads it.
+    assert accepted.status_code == 302
+    verified = Event.objects.get(group_id=s.world.group.id, work_item_id=item_id,
+                                 type="work.verified")
+    assert verified.actor == coordinator.principal
+    assert verified.data["review"]["verdict"] == "pass"
+    assert 'id="item-state">verified<' in decided
+    assert f"Accepted by <strong>{coordinator.principal}</strong>" in decided
+    assert 'verdict-pass">pass</span>' in decided and "pass: the review passed" in decided
+    # The artifact: its download link serves the bytes, its provenance page the manifest.
+    assert f'href="/api/v1/blobs/{name}"' in decided
+    assert f'href="/g/{s.world.group.id}/artifacts/{name}/"' in decided
+    assert blob.status_code == 200 and b"".join(blob.streaming_content) == data
+    assert "application/json" in lineage and s.w1.name in lineage
+    # The final Approval.
+    assert approved.status_code == 302
+    assert Event.objects.filter(group_id=s.world.group.id, type="mission.approved",
+                                actor=s.owner.principal).count() == 1
+    assert verify_group(s.world.group.id) == []
+
+
+def test_accepting_a_failed_review_needs_a_reason_and_records_the_override(transactional_db,
+                                                                          eager):
+    s = Scenario()
+    coordinator = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
+    item_id, _, _ = submitted(s, {"title": "Q3 summary", "words": 900})  # breaks the schema
+    url = f"/g/{s.world.group.id}/work-items/{item_id}/"
+    head = s.world.head
+
+    page = html_of(coordinator, url)
+    silent = coordinator.client.post(url + "accept", {})
+    head_after_silent = s.world.head
+    reasoned = coordinator.client.post(url + "accept", {"note": "900 words was agreed by mail"})
+    verified = Event.objects.get(group_id=s.world.group.id, work_item_id=item_id,
+                                 type="work.verified")
+
+    assert 'id="evaluation-verdict">fail<' in page
+    assert ".words: 900 is greater than the maximum of 500" in page
+    assert "Accepting overrides the failed criteria ac1, ac2" in page
+    assert silent.status_code == 400
+    assert 'data-code="VALIDATION_ERROR"' in silent.content.decode()
+    assert head_after_silent == head
+    assert reasoned.status_code == 302
+    assert verified.data["review"] == {"submissionRevision": verified.data["review"][
+        "submissionRevision"], "verdict": "fail", "overridden": ["ac1", "ac2"]}
+    decided = html_of(s.owner, url)
+    assert "criteria overridden by the decision's own Evidence: ac1, ac2" in decided
+    assert "pass: 900 words was agreed by mail" in decided
+    assert verify_group(s.world.group.id) == []

@@ -1,0 +1,162 @@
+"""The SDK against a live server: daphne (mission_weave.serve) on the test database and
+the test Redis, started once per session. The test process creates Groups, agents and
+memberships directly (committed, so the server sees them); everything else goes through
+the SDK over HTTP and WebSocket."""
+
+import asyncio
+import http.client
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from mission_weave.protocol import canonical
+from mission_weave.sdk.client import Client
+from mission_weave.sdk.keys import AgentKey
+
+PORTS = range(18400, 18500)  # this engineer's range on the shared machine
+CARD = {"version": "1", "maxConcurrency": 2,
+        "capabilities": [{"id": "research", "version": "1"}, {"id": "writing", "version": "1"}]}
+
+
+def _free_port() -> int:
+    for port in PORTS:
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in 18400-18499")
+
+
+def _database_url(settings_dict: dict) -> str:
+    user = settings_dict.get("USER") or "postgres"
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+
+
+@dataclass
+class LiveServer:
+    url: str
+    process: subprocess.Popen
+    env: dict
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+
+def start_server(env: dict, port: int) -> subprocess.Popen:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "mission_weave.serve", "--workers", "1", "--port", str(port)],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            connection.request("GET", "/api/v1/authority")
+            if connection.getresponse().status == 200:
+                return process
+        except OSError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            raise RuntimeError("the server did not start: "
+                               + process.stderr.read().decode()[-2000:])
+        time.sleep(0.2)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@pytest.fixture(scope="session")
+def mw_server(django_db_setup, django_db_blocker, tmp_path_factory):
+    from django.db import connection
+
+    if not os.environ.get("REDIS_URL") or connection.vendor != "postgresql":
+        pytest.skip("the live-server SDK tests need DATABASE_URL (PostgreSQL) and REDIS_URL")
+    from apps.ledger import authority
+
+    data_dir = tmp_path_factory.mktemp("mw-live")
+    # One authority key for both processes: tests take snapshots in this one.
+    env = {**os.environ, "DATABASE_URL": _database_url(connection.settings_dict),
+           "DEBUG": "0", "SECRET_KEY": "sdk-tests-" + "x" * 50, "MW_DATA_DIR": str(data_dir),
+           "MW_SWEEP_IN_PROCESS": "0",
+           # The review (§13.2) runs inline after each submission, so nothing is still
+           # working on the database when a test ends (test_review.py runs a real worker).
+           "MW_TASKS_EAGER": "1",
+           "MW_AUTHORITY_KEY": canonical.private_key_b64url(authority.private_key())}
+    env.pop("DJANGO_SETTINGS_MODULE", None)
+    port = _free_port()
+    server = LiveServer(f"http://127.0.0.1:{port}", start_server(env, port), env)
+    yield server
+    stop_server(server.process)
+
+
+@dataclass
+class Agent:
+    key: AgentKey
+    key_file: Path
+
+    @property
+    def name(self) -> str:
+        return self.key.agent_id
+
+
+@dataclass
+class LiveGroup:
+    """A fresh Group on the live server with a coordinator and two workers (committed:
+    the tests using it are transactional, so the server sees it)."""
+
+    server: LiveServer
+    group_id: str
+    coordinator: Agent
+    workers: list
+    tmp: Path
+
+    def client(self, agent: Agent) -> Client:
+        return Client(self.server.url, agent.key, backoff_seconds=0.05)
+
+
+@pytest.fixture
+def live_group(mw_server, transactional_db, tmp_path) -> LiveGroup:
+    from apps.identity import registry
+
+    suffix = uuid.uuid4().hex[:8]
+    agents = {}
+    group, _ = registry.create_group(f"sdk-{suffix}")
+    for name, roles in ((f"coord-{suffix}", ["coordinator"]),
+                        (f"w1-{suffix}", ["worker"]), (f"w2-{suffix}", ["worker"])):
+        private = Ed25519PrivateKey.generate()
+        key = registry.register_agent(name, canonical.public_key_b64url(private),
+                                      CARD if roles == ["worker"] else None)
+        registry.add_member(group, f"agent:{name}", roles)
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps({"agentId": name, "keyId": key.key_id, "groupId": group.id,
+                                    "privateKey": canonical.private_key_b64url(private)}))
+        agents[name] = Agent(AgentKey.load(path), path)
+    names = list(agents)
+    return LiveGroup(mw_server, group.id, agents[names[0]],
+                     [agents[names[1]], agents[names[2]]], tmp_path)
+
+
+def run(coroutine, timeout: float = 60):
+    """Run a coroutine to completion with a bound, from a sync test."""
+    return asyncio.run(asyncio.wait_for(coroutine, timeout))
