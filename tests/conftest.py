@@ -1,6 +1,7 @@
 import pytest
 import time_machine
 
+from mission_weave.celery import app as celery_app
 from tests.support import Scenario, now
 
 
@@ -20,3 +21,22 @@ def clock():
 @pytest.fixture
 def scenario(db):
     return Scenario()
+
+
+@pytest.fixture
+def blob_root(settings, tmp_path):
+    """Blobs in this test's own directory, on the filesystem storage (modules that store
+    blobs use it: pytestmark = pytest.mark.usefixtures("blob_root"))."""
+    settings.MW_BLOB_ROOT = tmp_path / "blobs"
+    settings.MW_BLOB_STORAGE = "filesystem"
+    return settings.MW_BLOB_ROOT
+
+
+@pytest.fixture
+def eager():
+    """Celery runs each task in the calling process as it is scheduled (the embedded
+    mode's behaviour), even though the tests have a broker configured."""
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = True
+    yield
+    celery_app.conf.task_always_eager = previous

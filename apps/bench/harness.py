@@ -1,5 +1,5 @@
-"""Shared benchmark plumbing: a real server in subprocesses, HTTP clients on
-keep-alive connections, latency statistics."""
+"""Shared benchmark plumbing: a real server in subprocesses (the live-server tests
+start theirs here too), HTTP clients on keep-alive connections, latency statistics."""
 
 import http.client
 import json
@@ -10,6 +10,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -18,32 +21,61 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextmanager
-def server(workers: int, port: int | None = None):
-    """daphne × `workers` on `port` (default: a free one), with this process's environment."""
-    port = port or free_port()
+def database_url_of(settings_dict: dict) -> str:
+    """DATABASE_URL for a subprocess on the database of Django's `settings_dict` (which,
+    under pytest, names the test database)."""
+    user = settings_dict.get("USER") or "postgres"
+    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
+    host = settings_dict.get("HOST") or "127.0.0.1"
+    port = settings_dict.get("PORT") or 5432
+    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+
+
+def start_server(port: int, workers: int = 1, env: dict | None = None) -> subprocess.Popen:
+    """`python -m mission_weave.serve` on `port`, returned once GET /api/v1/authority
+    answers. `env` defaults to this process's environment with DEBUG off."""
+    env = env or {**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10}
     process = subprocess.Popen(
         [sys.executable, "-m", "mission_weave.serve", "--workers", str(workers),
-         "--port", str(port)], env={**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10},
+         "--port", str(port)], cwd=ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while True:
+        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+        try:
+            connection.request("GET", "/api/v1/authority")
+            if connection.getresponse().status == 200:
+                return process
+        except OSError:
+            pass
+        finally:
+            connection.close()
+        if process.poll() is not None or time.monotonic() > deadline:
+            stop_server(process)
+            raise RuntimeError("the server did not start: "
+                               + process.stderr.read().decode()[-3000:])
+        time.sleep(0.2)
+
+
+def stop_server(process: subprocess.Popen) -> None:
+    process.terminate()
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                connection.request("GET", "/api/v1/authority")
-                if connection.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the server did not start: "
-                                   + process.stderr.read().decode()[-2000:])
-            time.sleep(0.2)
+        process.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+@contextmanager
+def server(workers: int = 1, port: int | None = None, env: dict | None = None):
+    """A running server (see start_server) for the `with` block; yields its port
+    (default: a free one)."""
+    port = port or free_port()
+    process = start_server(port, workers, env)
+    try:
         yield port
     finally:
-        process.terminate()
-        process.wait(timeout=30)
+        stop_server(process)
 
 
 class Client:

@@ -82,6 +82,11 @@ def _answer(request, outcome, again, *to):
     return redirect(*to)
 
 
+def _answer_on_item(request, viewer, item_id, outcome):
+    return _answer(request, outcome, lambda **e: _work_item(request, viewer, item_id, **e),
+                   "dashboard:work_item", viewer.group_id, item_id)
+
+
 def _text(request, name: str) -> str:
     return request.POST.get(name, "").strip()
 
@@ -91,8 +96,7 @@ def _text(request, name: str) -> str:
 def accept_result(request, viewer, item_id):
     item = pages.work_item(viewer, item_id)
     outcome = actions.accept_result(viewer, item, _text(request, "note"), timezone.now())
-    return _answer(request, outcome, lambda **e: _work_item(request, viewer, item_id, **e),
-                   "dashboard:work_item", viewer.group_id, item_id)
+    return _answer_on_item(request, viewer, item_id, outcome)
 
 
 @require_POST
@@ -102,8 +106,7 @@ def fail(request, viewer, item_id):
     criteria = [c for c in request.POST.getlist("criteria") if c in item.criteria_ids]
     outcome = actions.fail(viewer, item, criteria, _text(request, "reason") or "failed review",
                            request.POST.get("permanent") == "on", timezone.now())
-    return _answer(request, outcome, lambda **e: _work_item(request, viewer, item_id, **e),
-                   "dashboard:work_item", viewer.group_id, item_id)
+    return _answer_on_item(request, viewer, item_id, outcome)
 
 
 @require_POST
@@ -111,8 +114,7 @@ def fail(request, viewer, item_id):
 def grant_execution(request, viewer, item_id):
     pages.work_item(viewer, item_id)
     outcome = actions.grant_execution(viewer, item_id, _text(request, "comment"), timezone.now())
-    return _answer(request, outcome, lambda **e: _work_item(request, viewer, item_id, **e),
-                   "dashboard:work_item", viewer.group_id, item_id)
+    return _answer_on_item(request, viewer, item_id, outcome)
 
 
 @require_POST

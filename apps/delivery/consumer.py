@@ -7,11 +7,13 @@ refused (HTTP 403). Each client frame re-authenticates the bearer token (a super
 session closes the connection with 4401).
 
 Every Group a connection subscribes to is delivered by one task per connection, in
-sequence order: replay from PostgreSQL, then pushed events (apps/delivery/hub.py). A
-pushed event at or below what was sent is dropped; one ahead of it is preceded by
-the gap, read from PostgreSQL. Membership is re-checked before delivering when the
-last check is older than MW_WS_MEMBERSHIP_TTL_SECONDS, and at once when the
-membership changes (a notice from apps/delivery/signals.py).
+sequence order: replay from PostgreSQL, then pushed events (apps/delivery/hub.py). The
+replay forwards EVENT frames as PostgreSQL writes them (apps/ledger/feed.py), a page
+at a time, reading the next page while it sends this one. A pushed event at or below
+what was sent is dropped; one ahead of it is preceded by the gap, read from
+PostgreSQL. Membership is re-checked before delivering when the last check is older
+than MW_WS_MEMBERSHIP_TTL_SECONDS, and at once when the membership changes (a notice
+from apps/delivery/signals.py).
 """
 
 import asyncio
@@ -39,6 +41,7 @@ log = logging.getLogger(__name__)
 
 UNAUTHENTICATED_CLOSE = 4401
 MAX_QUEUED = 10_000  # pushes queued per connection before it falls back to the log
+REPLAY_PAGE = 5000  # events per read while replaying or filling a gap (~4 MB of frames)
 
 
 def in_thread(function):
@@ -279,19 +282,45 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
             subscription.sent = sequence
 
     async def _fill(self, group_id: str, up_to: int | None) -> None:
-        """Send the log from what was sent up to `up_to` (or the head), page by page."""
+        """Send the log from what was sent up to `up_to` (or the head), page by page;
+        the next page is read while this one is sent."""
         subscription = self.subscriptions.get(group_id)
-        page = settings.MW_EVENTS_PAGE_MAX
-        while subscription is not None and (up_to is None or subscription.sent < up_to):
-            limit = page if up_to is None else min(page, up_to - subscription.sent)
-            texts = await in_thread(feed.events_after_json)(group_id, subscription.sent, limit)
-            for text in texts:
-                # Forwarded as the database wrote it; the log is gapless, so the k-th
-                # event after `sent` has sequence sent + k.
-                await self.send(text_data=f'{{"op":"EVENT","event":{text}}}')
-                subscription.sent += 1
-            if len(texts) < limit:
-                return
+        if subscription is None:
+            return
+        read = in_thread(feed.event_frames_after)
+
+        def read_after(after: int):
+            limit = REPLAY_PAGE if up_to is None else min(REPLAY_PAGE, up_to - after)
+            return asyncio.ensure_future(read(group_id, after, limit)), limit
+
+        if up_to is not None and subscription.sent >= up_to:
+            return
+        pending, limit = read_after(subscription.sent)
+        try:
+            while True:
+                rows = await pending
+                pending = None
+                if not rows:
+                    return
+                if rows[0][0] != subscription.sent + 1:  # the log is gapless
+                    raise RuntimeError(f"the log after {subscription.sent} starts at "
+                                       f"{rows[0][0]}")
+                last = rows[-1][0]
+                more = len(rows) == limit and (up_to is None or last < up_to)
+                if more:
+                    pending, limit = read_after(last)
+                await self._send_frames(subscription, rows)
+                if not more:
+                    return
+        finally:
+            if pending is not None:  # ended early (an error, a cancelled pump)
+                pending.cancel()
+
+    async def _send_frames(self, subscription: Subscription, rows: list) -> None:
+        """(sequence, frame) rows in order, each counted as sent once it is."""
+        for sequence, frame in rows:
+            await self.send(text_data=frame)
+            subscription.sent = sequence
 
 
 def _refuse_constant(name):

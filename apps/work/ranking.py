@@ -38,8 +38,6 @@ from fractions import Fraction
 
 from mission_weave.protocol.timefmt import format_time
 
-PRESENCE_STATUSES = ("available", "busy", "offline")
-
 WORKER_ROLE = "worker-role"
 CAPABILITY_REQUIRED = "capability-required"
 CAPACITY = "capacity"

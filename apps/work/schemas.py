@@ -8,7 +8,6 @@ from apps.artifacts import checks
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema
 
-CONTRACT_SCHEMA_ID = "mwp.work-contract/1"
 CONTRACT = compile_schema(json.loads(
     (Path(__file__).parent / "schemas" / "work-contract-1.json").read_text()))
 

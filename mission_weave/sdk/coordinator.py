@@ -20,14 +20,13 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-import httpx
-
 from mission_weave.protocol.timefmt import format_time
 
 from .client import ApiError, Client, utcnow
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
 from .queues import GroupWork, Item
+from .ticks import tick_until_stopped
 
 log = logging.getLogger("mission_weave.sdk.coordinator")
 
@@ -59,18 +58,7 @@ class Coordinator:
                       transport=self.transport)
         task = asyncio.create_task(inbox.run(stop))
         try:
-            while not stop.is_set():
-                self.wake.clear()
-                try:
-                    await self.tick()
-                except (httpx.TransportError, ApiError) as error:  # try again next tick
-                    log.warning("tick failed: %r", error)
-                try:
-                    await asyncio.wait_for(self.wake.wait(), timeout=self.tick_seconds)
-                except asyncio.TimeoutError:
-                    pass
-                if task.done() and task.exception():
-                    raise task.exception()
+            await tick_until_stopped(self.tick, self.wake, stop, self.tick_seconds, [task])
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)

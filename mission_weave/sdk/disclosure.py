@@ -29,7 +29,6 @@ from math import ceil
 
 from mission_weave.protocol.timefmt import format_time, parse_time
 
-CAPACITY_STATUSES = ("available", "busy", "offline")  # the Presence vocabulary
 DEFAULT_RUN_SECONDS = 600  # a run's length when there is no history at all
 NO_HISTORY_CONFIDENCE = 0.1
 MATERIAL_SECONDS = 300  # a window edge or completion moving further than this is material

@@ -35,6 +35,7 @@ from .client import ApiError, Client, utcnow
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
 from .queues import GroupWork, Item
+from .ticks import tick_until_stopped
 
 log = logging.getLogger("mission_weave.sdk.worker")
 
@@ -178,19 +179,7 @@ class Worker:
                  asyncio.create_task(self._presence_loop(stop))]
         self.ready.set()
         try:
-            while not stop.is_set():
-                self.wake.clear()
-                try:
-                    await self._tick()
-                except (httpx.TransportError, ApiError) as error:  # try again next tick
-                    log.warning("tick failed: %r", error)
-                try:
-                    await asyncio.wait_for(self.wake.wait(), timeout=self.tick_seconds)
-                except asyncio.TimeoutError:
-                    pass
-                for task in tasks:
-                    if task.done() and task.exception():
-                        raise task.exception()
+            await tick_until_stopped(self._tick, self.wake, stop, self.tick_seconds, tasks)
         finally:
             for task in tasks + [t for t, _ in self.running.values()]:
                 task.cancel()

@@ -6,57 +6,27 @@ reads why it was verified, and approves the Mission.
 No browser is downloaded: the test uses the system's chromium, and skips (saying so) only
 when that binary is absent; `apt-get install chromium` provides it."""
 
-import json
 import shutil
 
 import pytest
 from playwright.sync_api import expect, sync_playwright
 
 from apps.ledger.models import Event
-from mission_weave.celery import app as celery_app
-from tests.integration.artifact_helpers import digest, publish
+from tests.integration.artifact_helpers import submitted_json
 from tests.support import Scenario, evidence
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.skipif(
     CHROMIUM is None, reason="Debian's chromium is not installed (apt-get install -y "
-    "chromium); Playwright downloads no browser here")
-
-CONTRACT = {
-    "goal": "Summarize the Q3 report as JSON",
-    "deliverables": [{"id": "summary", "description": "The summary as JSON",
-                      "mediaType": "application/json",
-                      "schema": {"type": "object", "required": ["title"]}}],
-    "acceptanceCriteria": [
-        {"id": "ac1", "description": "Covers every section of the report"},
-        {"id": "ac2", "description": "At most 1 KiB", "method": "check:max-size:1024"}]}
-
-
-@pytest.fixture(autouse=True)
-def blob_root(settings, tmp_path):
-    settings.MW_BLOB_ROOT = tmp_path / "blobs"
-    settings.MW_BLOB_STORAGE = "filesystem"
-
-
-@pytest.fixture
-def eager():
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
+    "chromium); Playwright downloads no browser here"), pytest.mark.usefixtures("blob_root")]
 
 
 def accepted_item(s: Scenario) -> str:
     """A WorkItem submitted with a JSON artifact, reviewed (pipeline and a reviewer's
     Evidence) and accepted by the Coordinator: the Mission's only item."""
     reviewer = s.world.agent("rev-" + s.world.group.slug, roles=("reviewer",))
-    item_id, _ = s.running(s.w1, **CONTRACT)
-    data = json.dumps({"title": "Q3 in one page"}).encode()
-    assert publish(s, item_id, data, mediaType="application/json").status_code == 200
-    name = digest(data)
-    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [name], "evidence": [
-        evidence(["ac1", "ac2"], artifacts=[name], result="pass: all sections")]},
-        **s.lease_fields(item_id))
+    item_id, name = submitted_json(s, {"title": "Q3 in one page", "words": 320},
+                                   result="pass: all sections")
     reviewer.ok("evidence.record", {"evidence": [evidence(
         ["ac1"], producer=reviewer.principal, result="pass: every section is summarized",
         method="read against the report", artifacts=[name])]}, workItemId=item_id)

@@ -1,13 +1,27 @@
 """Helpers for the §13 tests: upload bytes, build and sign manifests and Context
-Packages, publish them through the HTTP API as the Scenario's agents."""
+Packages, publish them through the HTTP API as the Scenario's agents, submit an item
+with a JSON artifact for review."""
 
 import hashlib
+import json
 import uuid
 
 from apps.ledger.verify import verify_group
 from mission_weave.protocol.canonical import sign
 from mission_weave.protocol.timefmt import format_time
-from tests.support import now
+from tests.support import evidence, now
+
+# The review contract's parts: a JSON summary with a schema; ac1 needs a reviewer, ac2 is
+# a size check.
+SCHEMA = {"type": "object", "required": ["title", "words"],
+          "properties": {"title": {"type": "string"},
+                         "words": {"type": "integer", "maximum": 500}}}
+REVIEWED = {
+    "deliverables": [{"id": "summary", "description": "The summary as JSON",
+                      "mediaType": "application/json", "schema": SCHEMA}],
+    "acceptanceCriteria": [
+        {"id": "ac1", "description": "Covers every section of the report"},
+        {"id": "ac2", "description": "At most 1 KiB", "method": "check:max-size:1024"}]}
 
 
 def digest(data: bytes) -> str:
@@ -53,10 +67,24 @@ def publish(scenario, item_id: str, data: bytes, sources=(), worker=None, upload
     return worker.send("artifact.publish", document, **scenario.lease_fields(item_id))
 
 
-def published(scenario, item_id: str, data: bytes, sources=(), worker=None) -> str:
-    response = publish(scenario, item_id, data, sources, worker)
+def published(scenario, item_id: str, data: bytes, sources=(), worker=None,
+              **overrides) -> str:
+    """publish(), which must succeed; the artifact's hash."""
+    response = publish(scenario, item_id, data, sources, worker, **overrides)
     assert response.status_code == 200, response.json()
     return digest(data)
+
+
+def submitted_json(scenario, document: dict, result: str = "pass") -> tuple[str, str]:
+    """An item of the REVIEWED contract run by w1 and submitted with `document` as its one
+    (JSON) artifact, and w1's Evidence saying `result` for ac1 and ac2: (item id, hash)."""
+    item_id, _ = scenario.running(scenario.w1, **REVIEWED)
+    name = published(scenario, item_id, json.dumps(document).encode(),
+                     mediaType="application/json")
+    scenario.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [name], "evidence": [
+        evidence(["ac1", "ac2"], artifacts=[name], result=result)]},
+        **scenario.lease_fields(item_id))
+    return item_id, name
 
 
 def package(generator, mission_id: str, package_id: str = "pkg-1", version: int = 1,

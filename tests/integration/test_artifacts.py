@@ -19,12 +19,7 @@ from tests.integration.artifact_helpers import (
 )
 from tests.support import assert_error, evidence
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def blob_root(settings, tmp_path):
-    settings.MW_BLOB_ROOT = tmp_path / "blobs"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("blob_root")]
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ from mission_weave.protocol.errors import ProtocolError
 from tests.support import World, assert_error
 
 MIB = 1024 * 1024
+pytestmark = pytest.mark.usefixtures("blob_root")
 
 
 def name_of(data: bytes) -> str:
@@ -46,13 +47,6 @@ def stored_path(name: str):
 
 def incoming_files() -> list:
     return os.listdir(storage.incoming_dir())
-
-
-@pytest.fixture(autouse=True)
-def blob_root(settings, tmp_path):
-    settings.MW_BLOB_ROOT = tmp_path / "blobs"
-    settings.MW_BLOB_STORAGE = "filesystem"
-    return settings.MW_BLOB_ROOT
 
 
 @pytest.fixture
@@ -462,11 +456,9 @@ def test_through_daphne_bodies_are_streamed_with_memory_flat(monkeypatch, settin
     from django.db import connection
 
     from apps.bench import blobs as bench
-    from apps.bench.harness import server
+    from apps.bench.harness import database_url_of, server
 
-    db = connection.settings_dict
-    monkeypatch.setenv("DATABASE_URL", f"postgres://{db['USER']}@{db['HOST'] or '127.0.0.1'}:"
-                                       f"{db['PORT'] or 5432}/{db['NAME']}")
+    monkeypatch.setenv("DATABASE_URL", database_url_of(connection.settings_dict))
     monkeypatch.setenv("MW_BLOB_ROOT", str(tmp_path / "served"))
     monkeypatch.setenv("MW_BLOB_MAX_BYTES", str(80 * MIB))
     alice = World().agent("alice")

@@ -9,12 +9,7 @@ from mission_weave.protocol.canonical import content_hash, sign, without
 from tests.integration.artifact_helpers import assert_verified, digest, package, published
 from tests.support import assert_error
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def blob_root(settings, tmp_path):
-    settings.MW_BLOB_ROOT = tmp_path / "blobs"
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("blob_root")]
 
 
 def test_versions_keep_provenance_to_the_previous_one(scenario):

@@ -11,45 +11,10 @@ import pytest
 
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
-from mission_weave.celery import app as celery_app
-from tests.integration.artifact_helpers import digest, publish
+from tests.integration.artifact_helpers import submitted_json
 from tests.support import Scenario, evidence
 
-SCHEMA = {"type": "object", "required": ["title", "words"],
-          "properties": {"title": {"type": "string"}, "words": {"type": "integer",
-                                                                "maximum": 500}}}
-REVIEWED = {
-    "deliverables": [{"id": "summary", "description": "The summary as JSON",
-                      "mediaType": "application/json", "schema": SCHEMA}],
-    "acceptanceCriteria": [
-        {"id": "ac1", "description": "Covers every section of the report"},
-        {"id": "ac2", "description": "At most 1 KiB", "method": "check:max-size:1024"}]}
-
-
-@pytest.fixture(autouse=True)
-def blob_root(settings, tmp_path):
-    settings.MW_BLOB_ROOT = tmp_path / "blobs"
-    settings.MW_BLOB_STORAGE = "filesystem"
-
-
-@pytest.fixture
-def eager():
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
-
-
-def submitted(s: Scenario, document: dict) -> tuple[str, str, bytes]:
-    item_id, _ = s.running(s.w1, **REVIEWED)
-    data = json.dumps(document).encode()
-    response = publish(s, item_id, data, mediaType="application/json")
-    assert response.status_code == 200, response.json()
-    name = digest(data)
-    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [name], "evidence": [
-        evidence(["ac1", "ac2"], artifacts=[name], result="pass: covers all four sections")]},
-        **s.lease_fields(item_id))
-    return item_id, name, data
+pytestmark = pytest.mark.usefixtures("blob_root")
 
 
 def criteria(html: str) -> dict:
@@ -67,7 +32,8 @@ def test_a_human_sees_why_an_item_was_verified_and_approves(transactional_db, ea
     s = Scenario()
     coordinator = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
     reviewer = s.world.agent("rev-" + s.world.group.slug, roles=("reviewer",))
-    item_id, name, data = submitted(s, {"title": "Q3 summary", "words": 320})
+    document = {"title": "Q3 summary", "words": 320}
+    item_id, name = submitted_json(s, document, result="pass: covers all four sections")
     url = f"/g/{s.world.group.id}/work-items/{item_id}/"
 
     waiting = html_of(coordinator, url)
@@ -107,7 +73,8 @@ def test_a_human_sees_why_an_item_was_verified_and_approves(transactional_db, ea
     # The artifact: its download link serves the bytes, its provenance page the manifest.
     assert f'href="/api/v1/blobs/{name}"' in decided
     assert f'href="/g/{s.world.group.id}/artifacts/{name}/"' in decided
-    assert blob.status_code == 200 and b"".join(blob.streaming_content) == data
+    assert blob.status_code == 200
+    assert b"".join(blob.streaming_content) == json.dumps(document).encode()
     assert "application/json" in lineage and s.w1.name in lineage
     # The final Approval.
     assert approved.status_code == 302
@@ -120,7 +87,7 @@ def test_accepting_a_failed_review_needs_a_reason_and_records_the_override(trans
                                                                           eager):
     s = Scenario()
     coordinator = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
-    item_id, _, _ = submitted(s, {"title": "Q3 summary", "words": 900})  # breaks the schema
+    item_id, _ = submitted_json(s, {"title": "Q3 summary", "words": 900})  # breaks the schema
     url = f"/g/{s.world.group.id}/work-items/{item_id}/"
     head = s.world.head
 

@@ -14,62 +14,18 @@ from django.conf import settings as django_settings
 
 from apps.artifacts import tasks
 from apps.artifacts.models import Blob
+from apps.bench.harness import database_url_of
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
 from mission_weave.celery import app as celery_app
-from tests.integration.artifact_helpers import digest, publish
+from tests.integration.artifact_helpers import REVIEWED, published, submitted_json
 from tests.integration.test_races import post, race
 from tests.support import Scenario, World, assert_error, contract, evidence
 
-SCHEMA = {"type": "object", "required": ["title", "words"],
-          "properties": {"title": {"type": "string"},
-                         "words": {"type": "integer", "maximum": 500}}}
 PIPELINE = ["work.submitted", "review.integrity_checked", "review.checks_completed",
             "review.evidence_requested", "review.evaluated"]
 
-
-# The review contract's parts: a JSON summary with a schema; ac1 needs a reviewer, ac2 is
-# a size check.
-REVIEWED = {
-    "deliverables": [{"id": "summary", "description": "The summary as JSON",
-                      "mediaType": "application/json", "schema": SCHEMA}],
-    "acceptanceCriteria": [
-        {"id": "ac1", "description": "Covers every section of the report"},
-        {"id": "ac2", "description": "At most 1 KiB", "method": "check:max-size:1024"}]}
-
-
-@pytest.fixture(autouse=True)
-def blob_root(settings, tmp_path):
-    settings.MW_BLOB_ROOT = tmp_path / "blobs"
-    settings.MW_BLOB_STORAGE = "filesystem"
-    return settings.MW_BLOB_ROOT
-
-
-@pytest.fixture
-def eager():
-    """Celery runs each task in the calling process as it is scheduled (the embedded
-    mode's behaviour), even though the tests have a broker configured."""
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = True
-    yield
-    celery_app.conf.task_always_eager = previous
-
-
-def publish_json(s: Scenario, item_id: str, data: bytes) -> str:
-    """w1 uploads `data` and publishes its signed manifest (§13.1) as a JSON artifact."""
-    response = publish(s, item_id, data, mediaType="application/json")
-    assert response.status_code == 200, response.json()
-    return digest(data)
-
-
-def submitted(s: Scenario, document: dict) -> tuple[str, str]:
-    """An item of the review contract run by w1 and submitted with `document` as its one
-    artifact: (item id, artifact hash)."""
-    item_id, _ = s.running(s.w1, **REVIEWED)
-    name = publish_json(s, item_id, json.dumps(document).encode())
-    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [name], "evidence": [
-        evidence(["ac1", "ac2"], artifacts=[name])]}, **s.lease_fields(item_id))
-    return item_id, name
+pytestmark = pytest.mark.usefixtures("blob_root")
 
 
 def item_events(s: Scenario, item_id: str, after: int = 0) -> list:
@@ -92,7 +48,7 @@ def reviewer_of(s: Scenario):
 def test_a_submission_whose_schema_check_fails_is_evaluated_as_failing(transactional_db,
                                                                         eager):
     s = Scenario()
-    item_id, name = submitted(s, {"title": "Q3 summary", "words": 900})
+    item_id, name = submitted_json(s, {"title": "Q3 summary", "words": 900})
 
     events = item_events(s, item_id)
     steps = events[-5:]
@@ -128,7 +84,7 @@ def test_a_submission_whose_schema_check_fails_is_evaluated_as_failing(transacti
 def test_a_passing_submission_is_reviewed_accepted_and_approved(transactional_db, eager):
     s = Scenario()
     reviewer = reviewer_of(s)
-    item_id, name = submitted(s, {"title": "Q3 summary", "words": 320})
+    item_id, name = submitted_json(s, {"title": "Q3 summary", "words": 320})
     first = review_of(s, item_id)["review"]
 
     assert first["integrity"]["result"] == "pass"
@@ -173,7 +129,8 @@ def test_a_blob_corrupted_on_disk_fails_integrity_and_is_flagged(transactional_d
                                                                   blob_root):
     s = Scenario()
     item_id, _ = s.running(s.w1, **REVIEWED)
-    name = publish_json(s, item_id, json.dumps({"title": "Q3", "words": 10}).encode())
+    name = published(s, item_id, json.dumps({"title": "Q3", "words": 10}).encode(),
+                     mediaType="application/json")
     hex_digest = name.split(":", 1)[1]
     stored = blob_root / "store" / hex_digest[:2] / hex_digest[2:4] / hex_digest
     stored.write_bytes(b'{"title": "x"}')  # the disk changes under the store
@@ -192,7 +149,7 @@ def test_a_blob_corrupted_on_disk_fails_integrity_and_is_flagged(transactional_d
 
 def test_steps_run_again_or_late_append_nothing(transactional_db, eager):
     s = Scenario()
-    item_id, _ = submitted(s, {"title": "Q3", "words": 10})
+    item_id, _ = submitted_json(s, {"title": "Q3", "words": 10})
     revision = review_of(s, item_id)["review"]["submissionRevision"]
     head = s.world.head
     group = s.world.group.id
@@ -217,7 +174,7 @@ def test_reviewer_evidence_racing_the_evaluation_ends_evaluated_with_it(transact
     Evidence, whichever came first."""
     s = Scenario()
     reviewer = reviewer_of(s)
-    item_id, _ = submitted(s, {"title": "Q3", "words": 10})
+    item_id, _ = submitted_json(s, {"title": "Q3", "words": 10})
     revision = review_of(s, item_id)["review"]["submissionRevision"]
     head = s.world.head
     envelope = reviewer.envelope("evidence.record", {"evidence": [evidence(
@@ -241,7 +198,7 @@ def test_reviewer_evidence_racing_the_evaluation_ends_evaluated_with_it(transact
 def test_resume_finishes_a_review_whose_tasks_were_lost(db, eager):
     # Without a commit no task was scheduled: the same as a broker that lost them.
     s = Scenario()
-    item_id, _ = submitted(s, {"title": "Q3", "words": 10})
+    item_id, _ = submitted_json(s, {"title": "Q3", "words": 10})
     assert review_of(s, item_id)["review"]["integrity"] is None
 
     scheduled = tasks.resume.apply().get()
@@ -322,10 +279,8 @@ def test_an_unknown_check_in_a_contract_is_refused_at_authorize(db):
 def worker_env(tmp_path) -> dict:
     """The worker's environment: this test database, our Redis as the broker, the same
     blob directory."""
-    database = django_settings.DATABASES["default"]
-    url = (f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@"
-           f"{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/{database['NAME']}")
-    return {**os.environ, "DATABASE_URL": url, "MW_DATA_DIR": str(tmp_path),
+    return {**os.environ, "DATABASE_URL": database_url_of(django_settings.DATABASES["default"]),
+            "MW_DATA_DIR": str(tmp_path),
             "MW_BLOB_ROOT": str(django_settings.MW_BLOB_ROOT)}
 
 
@@ -340,7 +295,7 @@ def test_a_real_celery_worker_runs_the_pipeline(transactional_db, tmp_path):
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         s = Scenario()
-        item_id, _ = submitted(s, {"title": "Q3", "words": 900})
+        item_id, _ = submitted_json(s, {"title": "Q3", "words": 900})
         deadline = time.monotonic() + 30
         while (review_of(s, item_id)["review"] or {}).get("evaluation") is None:
             assert worker.poll() is None, worker.stderr.read().decode()[-2000:]

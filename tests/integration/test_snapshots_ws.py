@@ -3,50 +3,24 @@ draws an ERROR frame carrying the snapshot reference; subscribing again from the
 snapshot's sequence streams the online log from there. A real daphne process."""
 
 import asyncio
-import http.client
-import subprocess
-import sys
-import time
 from io import StringIO
 
 import pytest
-from django.conf import settings
 from django.core.management import call_command
 
 from apps.ledger import snapshots
 from apps.ledger.models import Snapshot
 from mission_weave.protocol import canonical
-from tests.integration.wslive import frame, frames, send, sequences, server_env, silence, ws
+from tests.integration.wslive import frame, frames, live_server, send, sequences, silence, ws
 from tests.support import Scenario
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-PORT = 18310  # this suite's own port
-
 
 @pytest.fixture(scope="module")
 def port(django_db_setup, django_db_blocker):
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mission_weave.serve", "--workers", "1", "--port", str(PORT)],
-        cwd=settings.BASE_DIR, env=server_env(), stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                probe = http.client.HTTPConnection("127.0.0.1", PORT, timeout=2)
-                probe.request("GET", "/api/v1/authority")
-                if probe.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            assert process.poll() is None, process.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the server did not start within 60 s"
-            time.sleep(0.2)
-        yield PORT
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    with live_server() as port:
+        yield port
 
 
 def test_a_subscription_below_the_floor_gets_the_snapshot_and_resumes_from_it(port):

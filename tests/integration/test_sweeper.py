@@ -23,6 +23,7 @@ import pytest
 from django.conf import settings as django_settings
 from django.core.management import call_command
 
+from apps.bench.harness import database_url_of
 from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
 from apps.work import sweeper, tasks
@@ -255,12 +256,10 @@ def test_an_expired_sequential_offer_moves_to_the_next_candidate_under_auto_disp
 
 def celery_env(tmp_path) -> dict:
     """The worker's environment: this test database, a Redis DB of its own, 1 s beat."""
-    database = django_settings.DATABASES["default"]
-    url = (f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@"
-           f"{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/{database['NAME']}")
     redis = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
     broker = f"{redis.scheme}://{redis.netloc}/{os.environ.get('MW_TEST_CELERY_REDIS_DB', '15')}"
-    return {**os.environ, "DATABASE_URL": url, "REDIS_URL": broker,
+    return {**os.environ, "DATABASE_URL": database_url_of(django_settings.DATABASES["default"]),
+            "REDIS_URL": broker,
             "MW_SWEEP_INTERVAL_SECONDS": "1", "MW_DATA_DIR": str(tmp_path)}
 
 
@@ -296,24 +295,30 @@ def test_a_real_celery_worker_with_beat_sweeps_an_expired_lease(transactional_db
     assert verify_group(s.world.group.id) == []
 
 
-def test_a_large_group_is_swept_in_one_transaction_of_many_slices(db, settings, monkeypatch):
-    """Thousands of events of one Group: row-by-row statements (db.Many) and several
-    statement slices in one transaction, still one gapless chain that verifies."""
+def test_a_large_group_is_set_up_in_slices_and_swept_in_chunks_into_one_chain(db, settings,
+                                                                              monkeypatch):
+    """Hundreds of events of one Group: the set-up (pipeline.submit_system) writes them in
+    several statement slices of one transaction, and the sweep (prepare_system, then
+    submit_prepared: COPY and row-by-row patches, db.Many) in several transactions of
+    MW_SWEEP_GROUP_CHUNK WorkItems; still one gapless chain that verifies."""
     from apps.bench import sweep as bench
     from apps.ledger import pipeline
 
-    (group_id,) = bench.prepare("t", 150, 1, now() - timedelta(hours=1))
-    settings.MW_SWEEP_GROUP_CHUNK = 1000
     monkeypatch.setattr(pipeline, "SYSTEM_SLICE", 64)
+    settings.MW_SWEEP_GROUP_CHUNK = 64
+    (group_id,) = bench.prepare("t", 150, 1, now() - timedelta(hours=1))
     head = Group.objects.get(id=group_id).head_sequence
+    assert head == 1 + 3 * 150  # mission.created; authorized, accepted, started per item
 
     result = sweeper.sweep()
 
     assert counted(result) == {**NOTHING, "expiredLeases": 150}
     assert result["groups"] == 1
-    assert Event.objects.filter(group_id=group_id, actor="system",
-                                type="lease.expired").count() == 150
-    assert Event.objects.filter(group_id=group_id, sequence__gt=head).count() == 150
+    setup = Event.objects.filter(group_id=group_id, sequence__lte=head)
+    swept = Event.objects.filter(group_id=group_id, sequence__gt=head)
+    assert setup.values("command_id").distinct().count() == 8  # ceil(451 / 64) slices
+    assert swept.values("command_id").distinct().count() == 3  # 64 + 64 + 22 items
+    assert swept.count() == swept.filter(actor="system", type="lease.expired").count() == 150
     assert verify_group(group_id) == []
     assert sweeper.due(now(), 1000) == []
 

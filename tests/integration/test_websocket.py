@@ -9,6 +9,7 @@ import redis
 from django.conf import settings
 from websockets.exceptions import InvalidStatus
 
+from apps.bench.blobs import daphne_pids
 from apps.delivery.models import Cursor
 from apps.identity import registry
 from apps.ledger import feed, publish
@@ -344,15 +345,12 @@ def test_events_of_two_groups_stay_apart(port):
 
 def kill_hub_subscriptions(port: int) -> int:
     """Cut the Redis subscription of the server's daphne processes (not anyone else's)."""
-    parent = wslive.SERVERS[port].pid
+    names = {f"mw-hub-{pid}" for pid in daphne_pids(port)}
     client = redis.Redis.from_url(settings.REDIS_URL)
     killed = 0
     for entry in client.client_list():
-        name = entry.get("name", "")
-        if name.startswith("mw-hub-"):
-            with open(f"/proc/{name[len('mw-hub-'):]}/stat") as stat:
-                if int(stat.read().rsplit(")", 1)[1].split()[1]) == parent:
-                    killed += client.client_kill_filter(_id=entry["id"])
+        if entry.get("name", "") in names:
+            killed += client.client_kill_filter(_id=entry["id"])
     client.close()
     return killed
 

@@ -2,70 +2,26 @@
 client (the `websockets` package), for the delivery tests."""
 
 import asyncio
-import http.client
 import json
 import os
-import socket
-import subprocess
-import sys
-import time
-from contextlib import contextmanager
 
 from django.conf import settings as django_settings
 from django.db import connection
 from websockets.asyncio.client import connect
 
+from apps.bench.harness import database_url_of, server
+
 
 def server_env() -> dict:
-    database = django_settings.DATABASES["default"]
-    url = (f"postgres://{database['USER']}:{database['PASSWORD'] or ''}@"
-           f"{database['HOST'] or '127.0.0.1'}:{database['PORT'] or 5432}/{database['NAME']}")
-    return {**os.environ, "DATABASE_URL": url, "REDIS_URL": django_settings.REDIS_URL,
-            "DEBUG": "0", "SECRET_KEY": django_settings.SECRET_KEY,
-            "MW_SWEEP_IN_PROCESS": "0"}
+    """A server subprocess's environment: this test database and Redis, no in-process sweep."""
+    return {**os.environ, "DATABASE_URL": database_url_of(connection.settings_dict),
+            "REDIS_URL": django_settings.REDIS_URL, "DEBUG": "0",
+            "SECRET_KEY": django_settings.SECRET_KEY, "MW_SWEEP_IN_PROCESS": "0"}
 
 
-PORTS = range(18200, 18300)  # this suite's range on the shared machine
-
-
-def free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no free port in {PORTS}")
-
-
-SERVERS: dict = {}  # port -> its `mission_weave.serve` process
-
-
-@contextmanager
 def live_server(workers: int = 1):
-    port = free_port()
-    process = SERVERS[port] = subprocess.Popen(
-        [sys.executable, "-m", "mission_weave.serve", "--workers", str(workers),
-         "--port", str(port)], cwd=django_settings.BASE_DIR, env=server_env(),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                probe = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                probe.request("GET", "/api/v1/authority")
-                if probe.getresponse().status == 200:
-                    break
-            except OSError:
-                pass
-            assert process.poll() is None, process.stderr.read().decode()[-3000:]
-            assert time.monotonic() < deadline, "the server did not start within 60 s"
-            time.sleep(0.2)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    """`with live_server() as port:` a `mission_weave.serve` on a free port."""
+    return server(workers, env=server_env())
 
 
 def ws(port: int, token: str | None = None, **headers):

@@ -4,13 +4,9 @@ memberships directly (committed, so the server sees them); everything else goes 
 the SDK over HTTP and WebSocket."""
 
 import asyncio
-import http.client
 import json
 import os
-import socket
 import subprocess
-import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,32 +14,13 @@ from pathlib import Path
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
+from apps.bench.harness import database_url_of, free_port, start_server, stop_server
 from mission_weave.protocol import canonical
 from mission_weave.sdk.client import Client
 from mission_weave.sdk.keys import AgentKey
 
-PORTS = range(18400, 18500)  # this engineer's range on the shared machine
 CARD = {"version": "1", "maxConcurrency": 2,
         "capabilities": [{"id": "research", "version": "1"}, {"id": "writing", "version": "1"}]}
-
-
-def _free_port() -> int:
-    for port in PORTS:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port in 18400-18499")
-
-
-def _database_url(settings_dict: dict) -> str:
-    user = settings_dict.get("USER") or "postgres"
-    password = f":{settings_dict['PASSWORD']}" if settings_dict.get("PASSWORD") else ""
-    host = settings_dict.get("HOST") or "127.0.0.1"
-    port = settings_dict.get("PORT") or 5432
-    return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
 
 
 @dataclass
@@ -51,39 +28,6 @@ class LiveServer:
     url: str
     process: subprocess.Popen
     env: dict
-
-    @property
-    def port(self) -> int:
-        return int(self.url.rsplit(":", 1)[1])
-
-
-def start_server(env: dict, port: int) -> subprocess.Popen:
-    process = subprocess.Popen(
-        [sys.executable, "-m", "mission_weave.serve", "--workers", "1", "--port", str(port)],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            connection.request("GET", "/api/v1/authority")
-            if connection.getresponse().status == 200:
-                return process
-        except OSError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            raise RuntimeError("the server did not start: "
-                               + process.stderr.read().decode()[-2000:])
-        time.sleep(0.2)
-
-
-def stop_server(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @pytest.fixture(scope="session")
@@ -96,7 +40,7 @@ def mw_server(django_db_setup, django_db_blocker, tmp_path_factory):
 
     data_dir = tmp_path_factory.mktemp("mw-live")
     # One authority key for both processes: tests take snapshots in this one.
-    env = {**os.environ, "DATABASE_URL": _database_url(connection.settings_dict),
+    env = {**os.environ, "DATABASE_URL": database_url_of(connection.settings_dict),
            "DEBUG": "0", "SECRET_KEY": "sdk-tests-" + "x" * 50, "MW_DATA_DIR": str(data_dir),
            "MW_SWEEP_IN_PROCESS": "0",
            # The review (§13.2) runs inline after each submission, so nothing is still
@@ -104,8 +48,8 @@ def mw_server(django_db_setup, django_db_blocker, tmp_path_factory):
            "MW_TASKS_EAGER": "1",
            "MW_AUTHORITY_KEY": canonical.private_key_b64url(authority.private_key())}
     env.pop("DJANGO_SETTINGS_MODULE", None)
-    port = _free_port()
-    server = LiveServer(f"http://127.0.0.1:{port}", start_server(env, port), env)
+    port = free_port()
+    server = LiveServer(f"http://127.0.0.1:{port}", start_server(port, env=env), env)
     yield server
     stop_server(server.process)
 

@@ -11,9 +11,10 @@ import uuid
 
 import pytest
 
+from apps.bench.harness import free_port, start_server, stop_server
 from mission_weave.sdk.client import Client
 from mission_weave.sdk.inbox import CursorStore, Inbox
-from tests.sdk.conftest import _free_port, run, start_server, stop_server
+from tests.sdk.conftest import run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -71,8 +72,8 @@ class CuttingProxy:
 def test_every_event_exactly_once_in_order_through_cuts_and_a_server_restart(
         mw_server, live_group, tmp_path):
     g = live_group.group_id
-    port = _free_port()
-    process = start_server(mw_server.env, port)
+    port = free_port()
+    process = start_server(port, env=mw_server.env)
     direct_url = f"http://127.0.0.1:{port}"
     seen: list = []
     rng = random.Random(7)
@@ -83,7 +84,7 @@ def test_every_event_exactly_once_in_order_through_cuts_and_a_server_restart(
     async def scenario():
         nonlocal process
         proxy = CuttingProxy(port)
-        proxy_port = _free_port()
+        proxy_port = free_port()
         await proxy.start(proxy_port)
         producers = [Client(direct_url, live_group.coordinator.key, retries=12,
                             backoff_seconds=0.2) for _ in range(PRODUCERS)]
@@ -117,7 +118,7 @@ def test_every_event_exactly_once_in_order_through_cuts_and_a_server_restart(
                 if not restarted and produced >= EVENTS // 2:
                     restarted = True
                     await asyncio.to_thread(stop_server, process)
-                    process = await asyncio.to_thread(start_server, mw_server.env, port)
+                    process = await asyncio.to_thread(start_server, port, env=mw_server.env)
             return restarted
 
         share = EVENTS // PRODUCERS

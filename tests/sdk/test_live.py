@@ -3,6 +3,7 @@ sessions, signed commands with idempotent retry, blobs, the inbox over the WebSo
 the Worker running an item to `submitted`, preemption, CURSOR_TOO_OLD recovery."""
 
 import asyncio
+import inspect
 import uuid
 from datetime import timedelta
 
@@ -47,9 +48,12 @@ async def offer(c: Client, group_id: str, item_id: str, *agents) -> dict:
 
 
 async def until(predicate, timeout: float = 20, every: float = 0.1):
+    """The first truthy value of `predicate()` (a plain or an async function)."""
     deadline = asyncio.get_running_loop().time() + timeout
     while True:
-        value = await predicate()
+        value = predicate()
+        if inspect.isawaitable(value):
+            value = await value
         if value:
             return value
         if asyncio.get_running_loop().time() > deadline:
@@ -271,6 +275,8 @@ def test_the_worker_runs_an_offered_item_to_submitted_with_evidence(live_group, 
             item = await c.work_item(g, "task")
             return item if item["state"] == "submitted" else None
         item = await until(submitted)
+        # The server shows the submission before the Worker has read its answer.
+        await until(lambda: worker.submitted)
         audit = await c.get(f"/api/v1/groups/{g}/work-items/task/audit")
         return item, worker, [e for e in audit["events"]]
 
@@ -439,7 +445,9 @@ def test_a_worker_started_after_archiving_rebuilds_its_queues_from_the_snapshot(
         async def submitted():
             item = await c.work_item(g, "kept")
             return item if item["state"] == "submitted" else None
-        return await until(submitted), worker
+        item = await until(submitted)
+        await until(lambda: worker.submitted)  # the Worker has read the answer too
+        return item, worker
 
     item, worker = run_worker(live_group, w1, demo_handle, body, tmp_path)
 
@@ -527,6 +535,8 @@ def test_the_lease_is_renewed_while_a_long_handler_runs(live_group, tmp_path):
             item = await c.work_item(g, "slow")
             return item if item["state"] == "submitted" else None
         item = await until(submitted)
+        # The server shows the submission before the Worker has read its answer.
+        await until(lambda: worker.submitted)
         audit = await c.get(f"/api/v1/groups/{g}/work-items/slow/audit")
         return item, [e["type"] for e in audit["events"]]
 

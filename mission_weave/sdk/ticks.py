@@ -1,0 +1,32 @@
+"""The main loop of the runnable agents (worker.py, coordinator.py): act on news as it
+arrives, and at the latest every few seconds."""
+
+import asyncio
+import logging
+from typing import Awaitable, Callable
+
+import httpx
+
+from .client import ApiError
+
+log = logging.getLogger("mission_weave.sdk.ticks")
+
+
+async def tick_until_stopped(tick: Callable[[], Awaitable[None]], wake: asyncio.Event,
+                             stop: asyncio.Event, seconds: float, watched: list) -> None:
+    """Call `tick()` whenever `wake` is set, and at least every `seconds`, until `stop`
+    is set. A failed request is logged and tried again on the next tick; if one of the
+    `watched` background tasks failed, its exception ends the loop."""
+    while not stop.is_set():
+        wake.clear()
+        try:
+            await tick()
+        except (httpx.TransportError, ApiError) as error:
+            log.warning("tick failed: %r", error)
+        try:
+            await asyncio.wait_for(wake.wait(), timeout=seconds)
+        except asyncio.TimeoutError:
+            pass
+        for task in watched:
+            if task.done() and task.exception():
+                raise task.exception()
