@@ -11,7 +11,11 @@ class BearerSessionAuthentication(BaseAuthentication):
         header = request.META.get("HTTP_AUTHORIZATION", "")
         if not header.startswith("Bearer "):
             return None
-        return authenticate_bearer(header[len("Bearer "):].strip(), timezone.now()), None
+        # A request about one Group reads the membership there with the token (one query)
+        group_id = (getattr(request, "parser_context", None) or {}).get("kwargs", {}).get(
+            "group_id")
+        return authenticate_bearer(header[len("Bearer "):].strip(), timezone.now(),
+                                   group_id if isinstance(group_id, str) else None), None
 
     def authenticate_header(self, request):
         return 'Bearer realm="missionweave"'

@@ -2,6 +2,7 @@
 transaction a renewal boils down to, in the same run. Every renewal is built and
 signed before the clock starts; the leases are taken in this process beforehand."""
 
+import os
 import uuid
 
 from . import lifecycle
@@ -33,7 +34,8 @@ def scenario(groups: int, items: int, renewals: int, clients: int, workers: int,
     report(f"[renew] raw SQL baseline, {clients} clients...")
     raw = lifecycle.run_raw(prepared["plans"], prepared["groups"])
     report(f"[renew] {items * renewals} renewals through daphne × {workers}...")
-    with server(workers) as port:
+    # MW_BENCH_PORT: a fixed port where the machine's ports are shared (default: any free one)
+    with server(workers, int(os.environ.get("MW_BENCH_PORT", 0)) or None) as port:
         api = lifecycle.run_http(port, prepared["plans"])
     return {"scenario": "renew", "groups": groups, "clients": clients, "webWorkers": workers,
             "api": api, "raw": raw,

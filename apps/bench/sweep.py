@@ -23,6 +23,7 @@ import sys
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from datetime import timedelta
 
 import psycopg
@@ -35,6 +36,7 @@ from apps.ledger import pipeline
 from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
 from apps.work import models as work_models
+from apps.work import store
 from apps.work.commands import Draft, derive_id
 from apps.work.state import View
 from mission_weave.protocol.timefmt import format_time
@@ -188,11 +190,31 @@ class Commands:
             groups[k % len(groups)], "work.authorize",
             {"missionId": "m", "contract": contract()})[1]) for k in range(count)]
         self.next = 0
+        self.locked = 0.0  # seconds the last command spent taking its Group lock
+
+    @contextmanager
+    def timing_locks(self):
+        """Time each command's lock round trip (BEGIN, the Group lock and the first read,
+        `store.load_after`): where the tail comes from, lock waits or CPU."""
+        original = store.load_after
+
+        def timed(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.locked = time.perf_counter() - started
+        store.load_after = timed
+        try:
+            yield
+        finally:
+            store.load_after = original
 
     def measure(self, until=None, count: int | None = None) -> list:
-        """(wall clock at send, latency in s) of commands sent at a steady PACE: `count`
-        of them, or while `until()` is false. Paced, not back to back, so that the client
-        does not take a core of its own from the sweep it is measuring beside."""
+        """(wall clock at send, latency in s, of which taking the lock) of commands sent at
+        a steady PACE: `count` of them, or while `until()` is false. Paced, not back to
+        back, so that the client does not take a core of its own from the sweep it is
+        measuring beside."""
         samples = []
         due = time.perf_counter()
         while self.next < len(self.envelopes):
@@ -204,16 +226,24 @@ class Commands:
                 break
             envelope = self.envelopes[self.next]
             self.next += 1
-            started, at = time.perf_counter(), time.time()
+            started, at, self.locked = time.perf_counter(), time.time(), 0.0
             answer = pipeline.submit(envelope["groupId"], envelope, self.principal)
-            samples.append((at, time.perf_counter() - started))
+            samples.append((at, time.perf_counter() - started, self.locked))
             assert answer.status == 200, answer.body
         return samples
 
 
 def _latency(samples: list) -> dict:
-    return {"commands": len(samples), "p50Ms": round(percentile(samples, 0.5) * 1000, 2),
-            "p99Ms": round(percentile(samples, 0.99) * 1000, 2)}
+    """Percentiles of (at, latency, lock) samples: of the whole command, of its lock
+    round trip, and of the rest (Python, the writes, the commit: CPU and I/O)."""
+    def ms(values, q):
+        return round(percentile(values, q) * 1000, 2)
+    total = [latency for _, latency, _ in samples]
+    lock = [locked for _, _, locked in samples]
+    rest = [latency - locked for _, latency, locked in samples]
+    return {"commands": len(samples), "p50Ms": ms(total, 0.5), "p99Ms": ms(total, 0.99),
+            "lockP50Ms": ms(lock, 0.5), "lockP99Ms": ms(lock, 0.99),
+            "restP50Ms": ms(rest, 0.5), "restP99Ms": ms(rest, 0.99)}
 
 
 def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -> dict:
@@ -236,7 +266,8 @@ def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -
 
     commands = Commands(run, groups, 6000)
     report("[sweep] ordinary commands, idle...")
-    idle = _latency([latency for _, latency in commands.measure(count=500)])
+    with commands.timing_locks():
+        idle = _latency(commands.measure(count=500))
 
     report(f"[sweep] sweeping to completion (batch {batch}, {sweepers} sweeper process(es)) "
            "while commands run...")
@@ -245,11 +276,12 @@ def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                  for _ in range(sweepers)]
     busy = []
-    client = threading.Thread(target=lambda: busy.extend(commands.measure(
-        until=lambda: all(p.poll() is not None for p in processes))))
-    client.start()
-    outputs = [p.communicate() for p in processes]
-    client.join()
+    with commands.timing_locks():
+        client = threading.Thread(target=lambda: busy.extend(commands.measure(
+            until=lambda: all(p.poll() is not None for p in processes))))
+        client.start()
+        outputs = [p.communicate() for p in processes]
+        client.join()
     for process, (_, err) in zip(processes, outputs):
         if process.returncode != 0:
             raise RuntimeError("the sweep failed: " + err[-2000:])
@@ -262,7 +294,7 @@ def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -
                 swept[key] = swept.get(key, 0) + value
     # Only commands sent while a sweep ran: not those of the processes' start-up.
     began, ended = min(r["began"] for r in results), max(r["ended"] for r in results)
-    during = _latency([latency for at, latency in busy if began <= at <= ended])
+    during = _latency([sample for sample in busy if began <= sample[0] <= ended])
 
     problems = verify_group(sample)
     expired = Event.objects.filter(group_id=sample, type="lease.expired").count()

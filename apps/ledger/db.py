@@ -7,6 +7,7 @@ trip in psycopg's pipeline mode, as server-side bound (and so preparable) statem
 """
 
 import json
+from contextlib import ExitStack
 from datetime import datetime, timezone
 
 from django.db import connection
@@ -20,6 +21,21 @@ def fetch(sql: str, params=()) -> list:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return cursor.fetchall()
+
+
+def fetch_all(statements: list) -> list:
+    """[rows, ...] of [(sql, params), ...] run in order: one round trip on PostgreSQL
+    (pipeline mode). Each statement starts when the one before it has finished, so a
+    read after a lock sees what was committed before the lock was granted."""
+    if len(statements) < 2 or not is_postgres():
+        return [fetch(sql, params) for sql, params in statements]
+    with ExitStack() as stack:
+        cursors = [stack.enter_context(connection.cursor()) for _ in statements]
+        with connection.wrap_database_errors:
+            with connection.connection.pipeline():
+                for cursor, (sql, params) in zip(cursors, statements):
+                    cursor.cursor.execute(sql, params)
+            return [cursor.cursor.fetchall() for cursor in cursors]
 
 
 class Many(tuple):

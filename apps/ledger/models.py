@@ -32,7 +32,7 @@ class LoggedEvent(models.Model):
     """The columns of a logged event (PROTOCOL §3), online or archived; append-only."""
 
     sequence = models.BigIntegerField()
-    event_id = models.CharField(max_length=100, unique=True)
+    event_id = models.CharField(max_length=100)  # unique: a constraint in each table's Meta
     type = models.CharField(max_length=100)
     occurred_at = models.DateTimeField()
     actor = models.CharField(max_length=200)
@@ -61,11 +61,15 @@ class LoggedEvent(models.Model):
 class Event(LoggedEvent):
     """One entry of a Group's log: gapless sequence from 1, hash-chained (PROTOCOL §3)."""
 
-    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="events")
+    # No index of its own: event_sequence_unique (group, sequence) leads with it.
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="events",
+                              db_index=False)
 
     class Meta:
+        # A constraint rather than unique=True, which adds a LIKE index nothing uses.
         constraints = [models.UniqueConstraint(fields=["group", "sequence"],
-                                               name="event_sequence_unique")]
+                                               name="event_sequence_unique"),
+                       models.UniqueConstraint(fields=["event_id"], name="event_id_unique")]
         indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
 
 
@@ -73,11 +77,14 @@ class ArchivedEvent(LoggedEvent):
     """An event moved out of the online log by archiving (PROTOCOL §4: archiving never
     deletes history). The same columns and chain as Event, and as append-only."""
 
-    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="archived_events")
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="archived_events",
+                              db_index=False)
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "sequence"],
-                                               name="archived_event_sequence_unique")]
+                                               name="archived_event_sequence_unique"),
+                       models.UniqueConstraint(fields=["event_id"],
+                                               name="archived_event_id_unique")]
         indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
 
 
@@ -100,7 +107,9 @@ class Snapshot(models.Model):
 class CommandRecord(models.Model):
     """The answer given to a command id, accepted or rejected, so a retry gets it again."""
 
-    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="commands")
+    # No index of its own: command_id_unique (group, command_id) leads with it.
+    group = models.ForeignKey(Group, on_delete=models.PROTECT, related_name="commands",
+                              db_index=False)
     command_id = models.CharField(max_length=200)
     content_hash = models.CharField(max_length=71)
     type = models.CharField(max_length=100)
@@ -116,4 +125,7 @@ class CommandRecord(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "command_id"],
                                                name="command_id_unique")]
-        indexes = [models.Index(fields=["group", "work_item_id", "created_at"])]
+        # Only refusals are listed by WorkItem (its audit); acceptances skip the upkeep.
+        indexes = [models.Index(fields=["group", "work_item_id", "created_at"],
+                                name="command_refused_by_item",
+                                condition=models.Q(accepted=False))]

@@ -80,10 +80,17 @@ def _answer(group_id: str, envelope, principal: Principal, now: datetime) -> Ans
 
     try:
         with transaction.atomic():
-            heads = _lock_groups(group_id, artifact_facts.other_groups(command))
+            others = artifact_facts.other_groups(command)
+            if others:
+                heads = _lock_groups(group_id, others)
+                view = store.load(group_id, command)
+            else:
+                # The lock and the first read in one round trip: the read runs once the
+                # lock is granted, so it sees every command decided before this one.
+                locked, view = store.load_after(group_id, command, _lock_statement(group_id))
+                heads = {group_id: _locked_head(locked)}
             head = heads[group_id]
             try:
-                view = store.load(group_id, command)
                 context = Context(now=now, policy=policy(),
                                   candidates=store.candidates(group_id, command, view),
                                   facts=artifact_facts.load(group_id, command, head[0]))
@@ -240,19 +247,26 @@ def _lock(group_id: str, skip_locked: bool = False) -> tuple[int, str] | None:
     """Take the Group's row lock for this transaction: every command of one Group is
     decided in turn, which gives gapless sequences and first-acceptance-wins. With
     `skip_locked`, None when another transaction holds it (the sweeper moves on)."""
+    rows = db.fetch(*_lock_statement(group_id, skip_locked))
+    if not rows and skip_locked:  # Group rows are never deleted: no row means someone holds it
+        return None
+    return _locked_head(rows)
+
+
+def _lock_statement(group_id: str, skip_locked: bool = False) -> tuple:
+    """The SELECT of the Group's head that takes its row lock."""
     # NO KEY UPDATE serializes commands as well and lets inserts that merely point at
     # the Group (memberships) proceed. SQLite: BEGIN IMMEDIATE already locks.
     lock = ""
     if db.is_postgres():
         lock = " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
-    rows = db.fetch(f"SELECT head_sequence, head_hash FROM {GROUPS} WHERE id = %s{lock}",
-                    [group_id])
-    if not rows:
-        if skip_locked:  # Group rows are never deleted: no row means someone holds it
-            return None
-        # membership was checked first, so only a race gets here
+    return f"SELECT head_sequence, head_hash FROM {GROUPS} WHERE id = %s{lock}", [group_id]
+
+
+def _locked_head(rows: list) -> tuple[int, str]:
+    if not rows:  # membership was checked first, so only a race gets here
         raise ProtocolError("NOT_A_MEMBER", "you are not a member of this Group")
-    return rows[0]
+    return tuple(rows[0])
 
 
 def _lock_groups(group_id: str, others: set) -> dict:

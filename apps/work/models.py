@@ -3,6 +3,7 @@
 the append pipeline (apps/work/store.py); rebuilt and compared by mw_verify."""
 
 from django.db import models
+from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
@@ -44,7 +45,8 @@ class WorkItemQuerySet(models.QuerySet):
 class WorkItem(models.Model):
     objects = WorkItemQuerySet.as_manager()
 
-    group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT)
+    # No index of its own: work_item_unique (group, work_item_id) leads with it.
+    group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT, db_index=False)
     work_item_id = models.CharField(max_length=100)
     mission_id = models.CharField(max_length=100)
     state = models.CharField(max_length=20)
@@ -63,13 +65,27 @@ class WorkItem(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "work_item_id"],
                                                name="work_item_unique")]
-        indexes = [models.Index(fields=["group", "mission_id"]),
-                   models.Index(fields=["owner", "state"]),
-                   models.Index(fields=["lease_expires_at"]),
-                   models.Index(fields=["start_by"]),
-                   models.Index(fields=["blocked_until"]),
-                   models.Index(fields=["offers_expire_at"]),
-                   models.Index(fields=["retry_at"])]
+        # Every index is upkeep on each write that is not a HOT update (a deadline or
+        # state changed: most of them). The deadline indexes hold only the rows that
+        # apps/work/sweeper.py due() looks for (its RULES imply each condition), so a
+        # swept or finished WorkItem leaves them; the owner index only the live work
+        # that recovery and candidate load count.
+        indexes = [
+            models.Index(fields=["group", "mission_id"]),
+            models.Index(fields=["owner", "state"], name="workitem_owner_live",
+                         condition=Q(state__in=["queued", "active"], owner__isnull=False)),
+            models.Index(fields=["lease_expires_at"], name="workitem_lease_due",
+                         condition=Q(state="active", lease_expires_at__isnull=False)),
+            models.Index(fields=["start_by"], name="workitem_start_due",
+                         condition=Q(state="queued", owner__isnull=False,
+                                     start_by__isnull=False)),
+            models.Index(fields=["blocked_until"], name="workitem_blocked_due",
+                         condition=Q(state="blocked", owner__isnull=False,
+                                     blocked_until__isnull=False)),
+            models.Index(fields=["offers_expire_at"], name="workitem_offers_due",
+                         condition=Q(state="offered", offers_expire_at__isnull=False)),
+            models.Index(fields=["retry_at"], name="workitem_retry_due",
+                         condition=Q(state="failed", retry_at__isnull=False))]
 
 
 class Proposal(models.Model):

@@ -46,16 +46,29 @@ def _select(table: str, kind: str, group_id: str, condition: tuple) -> tuple[str
     return f"SELECT '{kind}', doc FROM {table} WHERE group_id = %s AND {where}", [group_id, *params]
 
 
-def _fetch(view: View, *selects) -> None:
+def _fetch(view: View, *selects, ahead: tuple | None = None) -> list | None:
+    """Read `selects` into `view` in one statement; `ahead`, a statement run just before
+    it in the same round trip, gives its rows back."""
     selects = [s for s in selects if not s[0].endswith("1 = 0")]
+    statements = [ahead] if ahead else []
     if selects:
-        _add(view, db.fetch(" UNION ALL ".join(sql for sql, _ in selects),
-                            [p for _, params in selects for p in params]))
+        statements.append((" UNION ALL ".join(sql for sql, _ in selects),
+                           [p for _, params in selects for p in params]))
+    results = db.fetch_all(statements)
+    if selects:
+        _add(view, results[-1])
+    return results[0] if ahead else None
 
 
 def load(group_id: str, command: Command) -> View:
     """The target WorkItem and its Mission in one round trip, then what else the
     command looks at (dependencies, a whole Mission, a parent, a proposal)."""
+    return load_after(group_id, command, None)[1]
+
+
+def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[list, View]:
+    """`load`, with the statement `ahead` (the pipeline's Group lock) sent in the same
+    round trip as the first read and run before it: (its rows, the view)."""
     body = command.body if isinstance(command.body, dict) else {}
     view = View()
     item_ids = {command.work_item_id} if command.work_item_id else set()
@@ -70,9 +83,11 @@ def load(group_id: str, command: Command) -> View:
     items_in = _in("work_item_id", item_ids)
     missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
                          f"AND {items_in[0]})", [group_id, *items_in[1]])
-    _fetch(view, _select(ITEMS, "item", group_id, items_in),
-           _select(MISSIONS, "mission", group_id, _in("mission_id", mission_ids)),
-           _select(MISSIONS, "mission", group_id, missions_of_items if item_ids else ("1 = 0", [])))
+    ahead_rows = _fetch(
+        view, _select(ITEMS, "item", group_id, items_in),
+        _select(MISSIONS, "mission", group_id, _in("mission_id", mission_ids)),
+        _select(MISSIONS, "mission", group_id, missions_of_items if item_ids else ("1 = 0", [])),
+        ahead=ahead)
 
     more = []
     if command.type in WHOLE_MISSION:
@@ -88,7 +103,7 @@ def load(group_id: str, command: Command) -> View:
     artifact_store.load_into(view, group_id, refs)
     if command.type == "usage.record":
         _load_ancestry(group_id, view)
-    return view
+    return ahead_rows, view
 
 
 def _load_ancestry(group_id: str, view: View) -> None:
