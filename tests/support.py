@@ -165,12 +165,18 @@ class Scenario:
         return worker.ok("work.start", {}, workItemId=item_id,
                          ownershipEpoch=item["ownershipEpoch"])[0]["data"]
 
-    def running(self, worker=None, **contract_overrides) -> tuple[str, dict]:
-        """An item offered to, accepted and started by `worker`: (item id, started data)."""
+    def queued(self, worker=None, **contract_overrides) -> str:
+        """An item offered to and accepted by `worker` (default w1), not yet started."""
         worker = worker or self.w1
         item_id = self.authorize(**contract_overrides)
         self.offer(item_id, worker)
         self.accept(item_id, worker)
+        return item_id
+
+    def running(self, worker=None, **contract_overrides) -> tuple[str, dict]:
+        """An item offered to, accepted and started by `worker`: (item id, started data)."""
+        worker = worker or self.w1
+        item_id = self.queued(worker, **contract_overrides)
         return item_id, self.start(item_id, worker)
 
     def lease_fields(self, item_id: str) -> dict:

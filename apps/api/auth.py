@@ -28,4 +28,9 @@ class UserSessionAuthentication(SessionAuthentication):
         result = super().authenticate(request)
         if result is None:
             return None
-        return Principal(f"user:{result[0].get_username()}"), None
+        return user_principal(result[0]), None
+
+
+def user_principal(user) -> Principal:
+    """The principal of a logged-in human (here and on the dashboard)."""
+    return Principal(f"user:{user.get_username()}")

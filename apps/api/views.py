@@ -179,11 +179,16 @@ class WorkItemAuditView(APIView):
     def get(self, request, group_id, work_item_id):
         member_of(request, group_id)
         _item(group_id, work_item_id)
-        refused = CommandRecord.objects.filter(group_id=group_id, work_item_id=work_item_id,
-                                               accepted=False).order_by("created_at")
-        return JsonResponse({
-            "events": history.events_of_work_item(group_id, work_item_id),
-            "refusedCommands": [reads.refused_command(r) for r in refused]})
+        return JsonResponse(audit_trail(group_id, work_item_id))
+
+
+def audit_trail(group_id: str, work_item_id: str) -> dict:
+    """The WorkItem's events (archived ones included) and its refused commands; the
+    dashboard shows the same."""
+    refused = CommandRecord.objects.filter(group_id=group_id, work_item_id=work_item_id,
+                                           accepted=False).order_by("created_at")
+    return {"events": history.events_of_work_item(group_id, work_item_id),
+            "refusedCommands": [reads.refused_command(r) for r in refused]}
 
 
 class MissionListView(APIView):

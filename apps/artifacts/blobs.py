@@ -15,7 +15,6 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from django.apps import apps
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
@@ -23,7 +22,7 @@ from apps.identity.models import Membership
 from mission_weave.protocol.errors import ProtocolError
 
 from . import storage
-from .models import Blob, BlobUpload
+from .models import Artifact, Blob, BlobUpload
 
 log = logging.getLogger(__name__)
 
@@ -135,19 +134,8 @@ def can_read(name: str, principal: str) -> bool:
     (published there, or forwarded into it with permission)."""
     if BlobUpload.objects.filter(blob_id=name, principal=principal).exists():
         return True
-    artifact = _artifact_model()
-    if artifact is None:
-        return False
     groups = Membership.objects.filter(principal=principal, active=True).values("group_id")
-    return artifact.objects.filter(hash=name, group_id__in=groups).exists()
-
-
-def _artifact_model():
-    """apps.artifacts.models.Artifact (looked up late: it arrived after the blob store)."""
-    try:
-        return apps.get_model("artifacts", "Artifact")
-    except LookupError:
-        return None
+    return Artifact.objects.filter(hash=name, group_id__in=groups).exists()
 
 
 def _refuse_outsider() -> ProtocolError:
@@ -181,7 +169,7 @@ def open_verified(digest: str, principal: str, now) -> Verified:
     try:
         handle = storage.blob_storage().open(storage.blob_name(digest), "rb")
     except (FileNotFoundError, OSError) as error:
-        _report_corrupted(blob, now, f"the stored copy cannot be opened: {error}")
+        report_corrupted(blob, now, f"the stored copy cannot be opened: {error}")
         raise _corrupted(name)
     try:
         if blob.size <= SINGLE_READ_MAX:
@@ -198,7 +186,7 @@ def open_verified(digest: str, principal: str, now) -> Verified:
         raise
     if actual != digest or size != blob.size:
         handle.close()
-        _report_corrupted(blob, now, f"sha256:{actual} ({size} bytes) on disk, expected "
+        report_corrupted(blob, now, f"sha256:{actual} ({size} bytes) on disk, expected "
                                      f"{name} ({blob.size} bytes)")
         raise _corrupted(name)
     return Verified(name, size, chunks, handle.close)
@@ -225,7 +213,9 @@ def _read_chunks(handle, size: int) -> Iterator[bytes]:
         handle.close()
 
 
-def _report_corrupted(blob: Blob, now, why: str) -> None:
+def report_corrupted(blob: Blob, now, why: str) -> None:
+    """Logged and flagged (by a retrieval or by the review): never served again until an
+    upload of the right bytes repairs it."""
     log.error("blob %s is corrupted and will not be served: %s", blob.hash, why)
     Blob.objects.filter(hash=blob.hash, corrupted_at__isnull=True).update(corrupted_at=now)
 

@@ -7,27 +7,19 @@ A stored copy that no longer matches its name is reported the way the blob store
 (logged, flagged corrupted) and never read as content."""
 
 import hashlib
-import logging
 
 from django.conf import settings
 
 from . import review, storage
+from .blobs import CHUNK, report_corrupted
 from .checks import ArtifactFacts
 from .models import Artifact, Blob
-
-log = logging.getLogger(__name__)
-
-CHUNK = 1024 * 1024
-
-
-def max_json_bytes() -> int:
-    """The largest artifact the review parses as JSON (its content is held in memory)."""
-    return settings.MW_REVIEW_MAX_JSON_BYTES
 
 
 def gather(group_id: str, hashes: list, read_content: set, verify: bool, now) -> dict:
     """hash -> ArtifactFacts. With `verify`, every stored blob is hashed again; content is
-    read (and so hashed) only for `read_content`, up to max_json_bytes()."""
+    read (and so hashed) only for `read_content`, up to MW_REVIEW_MAX_JSON_BYTES (the
+    content is held in memory)."""
     blobs = {b.hash: b for b in Blob.objects.filter(hash__in=hashes)}
     manifests = {a.hash: a.doc.get("manifest", a.doc)
                  for a in Artifact.objects.filter(group_id=group_id, hash__in=hashes)}
@@ -55,7 +47,7 @@ def _inspect(blob: Blob, wants_content: bool, verify: bool, now) -> dict:
     """{intact, content, content_problem} of one stored blob."""
     if blob.corrupted_at is not None:
         return {"intact": False, "content_problem": "the stored copy is flagged corrupted"}
-    limit = max_json_bytes()
+    limit = settings.MW_REVIEW_MAX_JSON_BYTES
     keep = wants_content and blob.size <= limit
     if not (verify or keep):
         problem = f"over {limit} bytes: not read as JSON" if wants_content else None
@@ -64,10 +56,12 @@ def _inspect(blob: Blob, wants_content: bool, verify: bool, now) -> dict:
     try:
         actual, size, data = _read(digest, limit if keep else 0)
     except OSError as error:
-        _report_corrupted(blob, now, f"the stored copy cannot be opened: {error}")
+        report_corrupted(blob, now, f"found by the review: the stored copy cannot be "
+                                    f"opened: {error}")
         return {"intact": False, "content_problem": "the stored copy cannot be read"}
     if actual != digest or size != blob.size:
-        _report_corrupted(blob, now, f"sha256:{actual} ({size} bytes) on disk")
+        report_corrupted(blob, now, f"found by the review: sha256:{actual} ({size} bytes) "
+                                    "on disk")
         return {"intact": False, "content_problem": "the stored bytes do not match the hash"}
     if not keep:
         problem = f"over {limit} bytes: not read as JSON" if wants_content else None
@@ -87,10 +81,3 @@ def _read(digest: str, keep: int) -> tuple[str, int, bytes | None]:
             if size <= keep:
                 parts.append(chunk)
     return hasher.hexdigest(), size, b"".join(parts) if size <= keep else None
-
-
-def _report_corrupted(blob: Blob, now, why: str) -> None:
-    # As apps/artifacts/blobs.py does on a retrieval: logged, flagged, never served.
-    log.error("blob %s is corrupted (found by the review): %s", blob.hash, why)
-    Blob.objects.filter(hash=blob.hash, corrupted_at__isnull=True).update(corrupted_at=now)
-

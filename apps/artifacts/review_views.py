@@ -8,12 +8,9 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
-from apps.api.views import member_of
+from apps.api.views import _item, member_of
 from apps.ledger.models import Event
 from apps.ledger.pipeline import event_document
-from apps.work import models as work_models
-from apps.work import state
-from mission_weave.protocol.errors import ProtocolError
 
 from . import review
 
@@ -26,11 +23,7 @@ class WorkItemReviewView(APIView):
                    summary="The Evidence-based review of a WorkItem's submission (§13.2)")
     def get(self, request, group_id, work_item_id):
         member_of(request, group_id)
-        row = work_models.WorkItem.objects.filter(group_id=group_id,
-                                                  work_item_id=work_item_id).first()
-        if row is None:
-            raise ProtocolError("NOT_FOUND", f"no WorkItem {work_item_id} in this Group")
-        item = state.item_from_doc(row.doc)
+        item = _item(group_id, work_item_id)
         events = Event.objects.filter(group_id=group_id, work_item_id=work_item_id,
                                       type__in=HISTORY_TYPES).order_by("sequence")
         return JsonResponse({

@@ -90,8 +90,7 @@ def new_incoming() -> tempfile._TemporaryFileWrapper:
 
 
 def keep(digest: str, incoming_path: str) -> None:
-    """Put a verified upload at its content address (replacing a corrupted copy)."""
+    """Put a verified upload at its content address (replacing a corrupted copy). A
+    copying backend (S3) leaves the upload behind: the caller removes it (blobs.put)."""
     with IncomingFile(incoming_path) as content:
         blob_storage().save(blob_name(digest), content)
-    if os.path.exists(incoming_path):  # a copying backend (S3) leaves it behind
-        os.unlink(incoming_path)

@@ -111,9 +111,8 @@ def verify(group_id: str, replayed, live) -> list:
                 problems.append(f"{name} {key} differs from its replay")
     edges = {(source, r["hash"]) for r in replayed.artifacts.values()
              for source in r["manifest"]["sources"]}
-    stored = set(db.fetch(f"SELECT source, derived FROM {EDGES} WHERE group_id = %s",
-                          [group_id]))
-    stored = {tuple(edge) for edge in stored}
+    stored = {tuple(edge) for edge in db.fetch(
+        f"SELECT source, derived FROM {EDGES} WHERE group_id = %s", [group_id])}
     for source, derived in sorted(edges ^ stored):
         where = "the log" if (source, derived) in edges else "the live table"
         problems.append(f"provenance edge {source} -> {derived} is only in {where}")

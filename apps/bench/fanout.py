@@ -23,7 +23,7 @@ from apps.identity.principals import Principal
 from apps.ledger import feed, pipeline
 
 from . import fanout_receivers, lifecycle
-from .harness import percentile, server
+from .harness import percentile_ms, server
 
 TARGET_DELIVERIES = 5000
 MAX_RATE = 100  # events/s committed, at most
@@ -36,8 +36,7 @@ def rate(subscribers: int) -> float:
 def stats(latencies: list, deliveries: int, seconds: float) -> dict:
     return {"deliveries": deliveries, "seconds": round(seconds, 3),
             "deliveriesPerSecond": round(deliveries / seconds, 1) if seconds else None,
-            "p50Ms": round(percentile(latencies, 0.5) * 1000, 2),
-            "p99Ms": round(percentile(latencies, 0.99) * 1000, 2),
+            "p50Ms": percentile_ms(latencies, 0.5), "p99Ms": percentile_ms(latencies, 0.99),
             "maxMs": round(max(latencies) * 1000, 2) if latencies else None}
 
 

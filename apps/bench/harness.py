@@ -12,6 +12,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from django.conf import settings
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -29,6 +31,11 @@ def database_url_of(settings_dict: dict) -> str:
     host = settings_dict.get("HOST") or "127.0.0.1"
     port = settings_dict.get("PORT") or 5432
     return f"postgres://{user}{password}@{host}:{port}/{settings_dict['NAME']}"
+
+
+def database_url() -> str:
+    """database_url_of() Django's default database: for psycopg connections of our own."""
+    return database_url_of(settings.DATABASES["default"])
 
 
 def start_server(port: int, workers: int = 1, env: dict | None = None) -> subprocess.Popen:
@@ -124,8 +131,13 @@ def percentile(values: list, fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
 
 
+def percentile_ms(values: list, fraction: float) -> float:
+    """percentile() of seconds, in milliseconds to two places."""
+    return round(percentile(values, fraction) * 1000, 2)
+
+
 def latency_summary(samples: dict) -> dict:
     """{name: [seconds]} -> {name: {n, p50Ms, p99Ms}}"""
-    return {name: {"n": len(values), "p50Ms": round(percentile(values, 0.5) * 1000, 2),
-                   "p99Ms": round(percentile(values, 0.99) * 1000, 2)}
+    return {name: {"n": len(values), "p50Ms": percentile_ms(values, 0.5),
+                   "p99Ms": percentile_ms(values, 0.99)}
             for name, values in sorted(samples.items())}

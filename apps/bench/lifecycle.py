@@ -14,7 +14,6 @@ from datetime import timedelta
 
 import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-from django.conf import settings
 from django.utils import timezone
 
 from apps.identity import registry, sessions
@@ -24,7 +23,7 @@ from apps.work.commands import derive_id
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.timefmt import format_time
 
-from .harness import Client, latency_summary, run_together, server
+from .harness import Client, database_url, latency_summary, run_together, server
 
 CARD = {"version": "1", "capabilities": [{"id": "bench", "version": "1"}],
         "maxConcurrency": 1000}
@@ -164,9 +163,7 @@ CREATE TABLE mw_bench_raw.item (group_id text NOT NULL, item_id text NOT NULL,
 def run_raw(plans: list, group_ids: list) -> dict:
     """The raw command transaction with psycopg: lock the Group row, insert the event,
     update the head and one projection row, commit — for the same commands."""
-    url = settings.DATABASES["default"]
-    dsn = (f"host={url['HOST'] or '127.0.0.1'} port={url['PORT'] or 5432} "
-           f"dbname={url['NAME']} user={url['USER']}")
+    dsn = database_url()
     with psycopg.connect(dsn, autocommit=True) as connection:
         connection.execute(RAW_SCHEMA)
         with connection.cursor() as cursor:

@@ -13,7 +13,6 @@ import time
 import uuid
 
 import psycopg
-from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
@@ -24,7 +23,7 @@ from apps.work import store
 from apps.work.commands import Draft
 
 from . import lifecycle
-from .harness import server
+from .harness import database_url, server
 
 PAGE = 1000
 SLICE = 2000  # events appended per transaction while filling
@@ -67,10 +66,7 @@ def _head(group_id: str) -> int:
 
 def run_copy(group_id: str) -> dict:
     """The same rows, straight out of PostgreSQL in COPY's text format."""
-    url = settings.DATABASES["default"]
-    dsn = (f"host={url['HOST'] or '127.0.0.1'} port={url['PORT'] or 5432} "
-           f"dbname={url['NAME']} user={url['USER']}")
-    with psycopg.connect(dsn) as connection, connection.cursor() as cursor:
+    with psycopg.connect(database_url()) as connection, connection.cursor() as cursor:
         started = time.perf_counter()
         size, rows = 0, 0
         with cursor.copy("COPY (SELECT group_id, sequence, event_id, type, occurred_at, actor, "

@@ -41,7 +41,8 @@ from apps.work.commands import Draft, derive_id
 from apps.work.state import View
 from mission_weave.protocol.timefmt import format_time
 
-from .harness import percentile
+from .harness import database_url
+from .harness import percentile_ms as ms
 from .lifecycle import Agent, contract
 
 
@@ -118,20 +119,14 @@ FROM numbered
 """
 
 
-def _dsn() -> str:
-    db = settings.DATABASES["default"]
-    return (f"host={db['HOST'] or '127.0.0.1'} port={db['PORT'] or 5432} dbname={db['NAME']} "
-            f"user={db['USER']}" + (f" password={db['PASSWORD']}" if db["PASSWORD"] else ""))
-
-
 def run_raw(groups: list, now) -> dict:
-    with psycopg.connect(_dsn(), autocommit=True) as connection:
+    with psycopg.connect(database_url(), autocommit=True) as connection:
         schema = RAW_SCHEMA.format(groups=Group._meta.db_table,
                                    items=work_models.WorkItem._meta.db_table)
         for statement in filter(str.strip, schema.split(";")):
             connection.execute(statement, {"groups": groups} if "%(" in statement else None)
     events = 0
-    with psycopg.connect(_dsn()) as connection:
+    with psycopg.connect(database_url()) as connection:
         started = time.perf_counter()
         for group_id in groups:
             with connection.transaction():
@@ -146,7 +141,7 @@ def run_raw(groups: list, now) -> dict:
                                    (head + inserted, group_id))
                 events += inserted
         elapsed = time.perf_counter() - started
-    with psycopg.connect(_dsn(), autocommit=True) as connection:
+    with psycopg.connect(database_url(), autocommit=True) as connection:
         connection.execute("DROP SCHEMA mw_bench_sweep CASCADE")
     # One lease.expired per expired lease, as the sweeper appends.
     return {"leases": events, "events": events, "seconds": round(elapsed, 3),
@@ -236,8 +231,6 @@ class Commands:
 def _latency(samples: list) -> dict:
     """Percentiles of (at, latency, lock) samples: of the whole command, of its lock
     round trip, and of the rest (Python, the writes, the commit: CPU and I/O)."""
-    def ms(values, q):
-        return round(percentile(values, q) * 1000, 2)
     total = [latency for _, latency, _ in samples]
     lock = [locked for _, _, locked in samples]
     rest = [latency - locked for _, latency, locked in samples]
@@ -252,7 +245,7 @@ def scenario(leases: int, group_count: int, batch: int, sweepers: int, report) -
     report(f"[sweep] writing {leases} expired leases over {group_count} Groups...")
     started = time.perf_counter()
     groups = prepare(run, leases, group_count, setup_at)
-    with psycopg.connect(_dsn(), autocommit=True) as connection:  # as the raw side's
+    with psycopg.connect(database_url(), autocommit=True) as connection:  # as the raw side's
         for table in (Group._meta.db_table, work_models.WorkItem._meta.db_table,
                       Event._meta.db_table):
             connection.execute(f"ANALYZE {table}")

@@ -4,6 +4,7 @@ that does not exist, so the page reveals nothing of it."""
 
 from dataclasses import dataclass
 
+from apps.api.auth import user_principal
 from apps.identity import principals
 from apps.identity.models import Membership
 from apps.identity.principals import Principal
@@ -30,13 +31,8 @@ class Viewer:
         return "owner" in self.roles
 
 
-def principal_of(user) -> Principal:
-    """The human's principal, as apps/api/auth.py UserSessionAuthentication builds it."""
-    return Principal(f"user:{user.get_username()}")
-
-
 def viewer(user, group_id: str) -> Viewer:
-    principal = principal_of(user)
+    principal = user_principal(user)
     try:
         member = principals.membership(group_id, principal)
     except ProtocolError:  # NOT_A_MEMBER, for a Group that does not exist too
@@ -46,5 +42,5 @@ def viewer(user, group_id: str) -> Viewer:
 
 def memberships(user) -> list:
     """The user's live memberships, each with its Group."""
-    return list(Membership.objects.filter(principal=principal_of(user).id, active=True)
+    return list(Membership.objects.filter(principal=user_principal(user).id, active=True)
                 .select_related("group").order_by("group__slug"))

@@ -1,13 +1,12 @@
 """What each page shows, read from the projections and the log (never written here).
 Each function takes a Viewer whose membership was checked, and reads that Group only."""
 
-import re
-
 from apps.api import reads
+from apps.api.views import audit_trail
 from apps.artifacts import provenance
 from apps.artifacts.models import Artifact
-from apps.ledger import history
-from apps.ledger.models import CommandRecord, Event, Group
+from apps.artifacts.views import HASH
+from apps.ledger.models import Event, Group
 from apps.work import models as work_models
 from apps.work import state
 from mission_weave.protocol.errors import ProtocolError
@@ -16,7 +15,6 @@ from . import graph
 from .access import NotFound, Viewer
 
 DECISIONS = ("work.verified", "work.failed")
-HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 BEFORE_START = frozenset({state.OPEN, state.OFFERED, state.QUEUED})
 
 
@@ -33,7 +31,7 @@ def group_page(viewer: Viewer) -> dict:
         {"mission": m, "counts": sorted(counts.get(m.id, {}).items())} for m in missions]}
 
 
-def _mission(viewer: Viewer, mission_id: str) -> state.Mission:
+def get_mission(viewer: Viewer, mission_id: str) -> state.Mission:
     row = work_models.Mission.objects.filter(group_id=viewer.group_id,
                                              mission_id=mission_id).first()
     if row is None:
@@ -42,7 +40,7 @@ def _mission(viewer: Viewer, mission_id: str) -> state.Mission:
 
 
 def mission_page(viewer: Viewer, mission_id: str) -> dict:
-    mission = _mission(viewer, mission_id)
+    mission = get_mission(viewer, mission_id)
     items = [state.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
         group_id=viewer.group_id, mission_id=mission_id).order_by("work_item_id")]
     by_id = {i.id: i for i in items}
@@ -64,14 +62,6 @@ def work_item(viewer: Viewer, item_id: str) -> state.WorkItem:
     if row is None:
         raise NotFound(item_id)
     return state.item_from_doc(row.doc)
-
-
-def audit(viewer: Viewer, item_id: str) -> dict:
-    """The WorkItem's audit trail, as GET .../work-items/{id}/audit computes it."""
-    refused = CommandRecord.objects.filter(group_id=viewer.group_id, work_item_id=item_id,
-                                           accepted=False).order_by("created_at")
-    return {"events": history.events_of_work_item(viewer.group_id, item_id),
-            "refusedCommands": [reads.refused_command(r) for r in refused]}
 
 
 def artifacts_of(viewer: Viewer, item: state.WorkItem) -> list:
@@ -133,8 +123,8 @@ def overridden_by_acceptance(item: state.WorkItem, evaluation: dict | None) -> l
 
 def work_item_page(viewer: Viewer, item_id: str) -> dict:
     item = work_item(viewer, item_id)
-    mission = _mission(viewer, item.mission_id)
-    trail = audit(viewer, item_id)
+    mission = get_mission(viewer, item.mission_id)
+    trail = audit_trail(viewer.group_id, item_id)
     review = item.review or {}
     evaluation = review.get("evaluation")
     submitted = item.state == state.SUBMITTED

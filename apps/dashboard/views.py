@@ -120,7 +120,7 @@ def grant_execution(request, viewer, item_id):
 @require_POST
 @member_page
 def approve_mission(request, viewer, mission_id):
-    pages.mission_page(viewer, mission_id)
+    pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
     outcome = actions.approve_mission(viewer, mission_id, _text(request, "comment"),
                                       timezone.now())
     return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id, **e),

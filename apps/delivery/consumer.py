@@ -170,9 +170,9 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
 
     async def _subscribe(self, frame: dict) -> None:
         group_id, after = frame.get("groupId"), frame.get("afterSequence", 0)
-        if not isinstance(group_id, str) or not group_id or "\x00" in group_id:
+        if not cursors.is_group_id(group_id):
             raise ProtocolError("VALIDATION_ERROR", "groupId must be a Group id")
-        if type(after) is not int or not 0 <= after < 2**63:
+        if not cursors.is_sequence(after):
             raise ProtocolError("VALIDATION_ERROR",
                                 "afterSequence must be a non-negative integer")
         await in_thread(principals.membership)(group_id, self.principal)

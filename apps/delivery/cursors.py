@@ -15,6 +15,14 @@ from .models import Cursor
 CURSORS, GROUPS = Cursor._meta.db_table, Group._meta.db_table
 
 
+def is_group_id(value) -> bool:
+    return isinstance(value, str) and bool(value) and "\x00" not in value
+
+
+def is_sequence(value) -> bool:
+    return type(value) is int and 0 <= value < 2**63
+
+
 def parse(cursors) -> list[tuple[str, int]]:
     """`[{groupId, sequence}]` -> [(group id, sequence)], or VALIDATION_ERROR."""
     if not isinstance(cursors, list) or not cursors:
@@ -26,10 +34,10 @@ def parse(cursors) -> list[tuple[str, int]]:
             raise ProtocolError("VALIDATION_ERROR", f"cursors[{index}] must be exactly "
                                 "{groupId, sequence}", {"index": index})
         group_id, sequence = cursor["groupId"], cursor["sequence"]
-        if not isinstance(group_id, str) or not group_id or "\x00" in group_id:
+        if not is_group_id(group_id):
             raise ProtocolError("VALIDATION_ERROR", f"cursors[{index}].groupId must be a "
                                 "Group id", {"index": index})
-        if type(sequence) is not int or not 0 <= sequence < 2**63:
+        if not is_sequence(sequence):
             raise ProtocolError("VALIDATION_ERROR", f"cursors[{index}].sequence must be a "
                                 "non-negative integer", {"index": index})
         parsed.append((group_id, sequence))
@@ -46,17 +54,17 @@ def acknowledge(principal: Principal, cursors: list[tuple[str, int]]) -> None:
                                 f"Group's head {head}",
                                 {"groupId": group_id, "headSequence": head})
     now = timezone.now()
-    with transaction.atomic():
-        for group_id, sequence in cursors:
-            db.execute_batch([(
-                f"INSERT INTO {CURSORS} (principal, group_id, sequence, updated_at) "
-                "VALUES (%s, %s, %s, %s) ON CONFLICT (principal, group_id) DO UPDATE SET "
-                # CASE rather than GREATEST: SQLite (embedded) has no GREATEST.
-                f"sequence = CASE WHEN EXCLUDED.sequence > {CURSORS}.sequence "
-                f"THEN EXCLUDED.sequence ELSE {CURSORS}.sequence END, "
-                f"updated_at = CASE WHEN EXCLUDED.sequence > {CURSORS}.sequence "
-                f"THEN EXCLUDED.updated_at ELSE {CURSORS}.updated_at END",
-                [principal.id, group_id, sequence, now])])
+    upsert = (
+        f"INSERT INTO {CURSORS} (principal, group_id, sequence, updated_at) "
+        "VALUES (%s, %s, %s, %s) ON CONFLICT (principal, group_id) DO UPDATE SET "
+        # CASE rather than GREATEST: SQLite (embedded) has no GREATEST.
+        f"sequence = CASE WHEN EXCLUDED.sequence > {CURSORS}.sequence "
+        f"THEN EXCLUDED.sequence ELSE {CURSORS}.sequence END, "
+        f"updated_at = CASE WHEN EXCLUDED.sequence > {CURSORS}.sequence "
+        f"THEN EXCLUDED.updated_at ELSE {CURSORS}.updated_at END")
+    with transaction.atomic():  # every cursor in one round trip
+        db.execute_batch([(upsert, [principal.id, group_id, sequence, now])
+                          for group_id, sequence in cursors])
 
 
 def read(principal: Principal, group_id: str) -> dict:

@@ -85,24 +85,19 @@ def from_json(value):
 
 def upsert(table: str, key: tuple, columns: list, rows: list) -> tuple:
     """INSERT ... ON CONFLICT (key) DO UPDATE for `rows` (tuples in `columns` order)."""
-    placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
-    conflict = f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}"
-    if len(rows) > MANY_ROWS:
-        return Many((f"INSERT INTO {table} ({', '.join(columns)}) VALUES {placeholders}"
-                     + conflict, list(rows)))
-    sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-           + ", ".join([placeholders] * len(rows)) + conflict)
-    return sql, [value for row in rows for value in row]
+    return insert(table, columns, rows,
+                  f" ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}")
 
 
-def insert(table: str, columns: list, rows: list) -> tuple:
+def insert(table: str, columns: list, rows: list, suffix: str = "") -> tuple:
+    """INSERT of `rows` (tuples in `columns` order), then `suffix`: one statement, or
+    above MANY_ROWS rows one statement per row (Many)."""
     placeholders = "(" + ", ".join(["%s"] * len(columns)) + ")"
+    head = f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
     if len(rows) > MANY_ROWS:
-        return Many((f"INSERT INTO {table} ({', '.join(columns)}) VALUES {placeholders}",
-                     list(rows)))
-    sql = (f"INSERT INTO {table} ({', '.join(columns)}) VALUES "
-           + ", ".join([placeholders] * len(rows)))
+        return Many((head + placeholders + suffix, list(rows)))
+    sql = head + ", ".join([placeholders] * len(rows)) + suffix
     return sql, [value for row in rows for value in row]
 
 

@@ -50,12 +50,7 @@ def events_after(group_id: str, after: int, limit: int) -> list[dict]:
     """Up to `limit` event documents with sequence > `after`, in sequence order.
     Raises CURSOR_TOO_OLD (with the snapshot to resume from) when `after` is below the
     online floor: those events were archived (apps/ledger/archive.py)."""
-    return [json.loads(text) for text in events_after_json(group_id, after, limit)]
-
-
-def events_after_json(group_id: str, after: int, limit: int) -> list[str]:
-    """The same events as JSON texts, for a transport that only forwards them."""
-    return [text for _sequence, text in _read(group_id, after, limit)[0]]
+    return [json.loads(text) for _sequence, text in _read(group_id, after, limit)[0]]
 
 
 def event_frames_after(group_id: str, after: int, limit: int) -> list[tuple[int, str]]:

@@ -65,12 +65,17 @@ def find(item: WorkItem, token_id: str) -> dict | None:
     return next((t for t in item.capability_tokens if t["id"] == token_id), None)
 
 
-def current(item: WorkItem) -> dict | None:
-    """The latest unrevoked token of the item's open lease, if any."""
+def _unrevoked(item: WorkItem) -> list:
+    """The unrevoked tokens of the item's open lease, oldest first."""
     lease = item.live_lease
     if lease is None:
-        return None
-    live = [t for t in item.capability_tokens if t["leaseId"] == lease.id and not t["revoked"]]
+        return []
+    return [t for t in item.capability_tokens if t["leaseId"] == lease.id and not t["revoked"]]
+
+
+def current(item: WorkItem) -> dict | None:
+    """The latest unrevoked token of the item's open lease, if any."""
+    live = _unrevoked(item)
     return live[-1] if live else None
 
 
@@ -83,9 +88,7 @@ def held_scopes(item: WorkItem) -> dict:
 
 def unrevoked_ids(item: WorkItem) -> list:
     """The tokens a rotation or narrowing revokes: every unrevoked one of the open lease."""
-    lease = item.live_lease
-    return [t["id"] for t in item.capability_tokens
-            if lease is not None and t["leaseId"] == lease.id and not t["revoked"]]
+    return [t["id"] for t in _unrevoked(item)]
 
 
 def is_active(item: WorkItem, token: dict | None, now: datetime) -> bool:

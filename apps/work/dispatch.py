@@ -7,11 +7,8 @@ Two callers: `work.decline_offer` (the next offer is appended in the decline's o
 transaction) and the sweeper (offers that all expired, failed items due a retry).
 """
 
-from datetime import timedelta
-
-from mission_weave.protocol.timefmt import format_time
-
-from . import commands, dag, ranking, retries, state
+from . import dag, ranking, retries, state
+from .commands import base
 from .state import FAILED, MISSION_ACTIVE, OFFERED, View, WorkItem
 
 # The rules an offer made by automatic dispatch records, besides its trigger.
@@ -40,7 +37,7 @@ def redispatch(view: View, item: WorkItem, context) -> list:
             rules = RETRY_RULES
     if chosen is None:
         return []
-    expires_at = format_time(context.now + timedelta(seconds=context.policy.auto_offer_seconds))
+    expires_at = base.after(context.now, context.policy.auto_offer_seconds)
     rank = max((o.rank for o in item.offers), default=0) + 1 + len(skipped)
     offer = {"agentId": chosen, "expiresAt": expires_at, "rank": rank,
              "selectionBasis": ranking.basis(item.contract, context.candidates[chosen], rules,
@@ -49,7 +46,7 @@ def redispatch(view: View, item: WorkItem, context) -> list:
             "autoDispatch": {"after": trigger, "skipped": skipped}}
     if item.start_within_seconds:
         data["startWithinSeconds"] = item.start_within_seconds
-    return [commands.Draft("work.offered", data, item.mission_id, item.id)]
+    return [base.item_draft(item, "work.offered", data)]
 
 
 def after(view: View, drafts: list, context) -> list:
@@ -72,8 +69,7 @@ def _trigger(view: View, item: WorkItem, now) -> str | None:
         return None
     if item.owner is not None or item.child_mission_id:
         return None  # an owner, live or still to be fenced, is the sweeper's first concern
-    states = [view.items[d].state for d in item.depends_on if d in view.items]
-    if not dag.dependencies_met(item.dependency_policy, states):
+    if not dag.dependencies_met(item.dependency_policy, base.dependency_states(view, item)):
         return None
     if item.state == OFFERED and not item.live_offers(now):
         expired = any(o.status == "live" for o in item.offers)  # live but past its expiry

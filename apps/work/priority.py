@@ -6,13 +6,9 @@ This is the Coordinator's *request* within one Group. The Worker-owned Scheduler
 (mission_weave.sdk.scheduler) keeps final authority over the order across Groups.
 
 Order: urgency (critical first), then business impact, then the earlier deadline,
-then the WorkItem id, so that equal requests always list the same way.
+then the WorkItem id, so that equal requests always list the same way. An unknown
+value comes after every known one (apps/work/models.py, WorkItemQuerySet.in_priority_order).
 """
 
 URGENCY = ("critical", "high", "normal", "low")
 BUSINESS_IMPACT = ("critical", "high", "medium", "low")
-
-
-def rank(scale: tuple, value) -> int:
-    """0 for the most pressing value; an unknown value after every known one."""
-    return scale.index(value) if value in scale else len(scale)

@@ -80,14 +80,9 @@ def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[li
     refs = artifact_refs.references(command.type, body)  # what a §13 document cites
     item_ids |= refs.items
     mission_ids |= refs.missions
-    items_in = _in("work_item_id", item_ids)
-    missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
-                         f"AND {items_in[0]})", [group_id, *items_in[1]])
     ahead_rows = _fetch(
-        view, _select(ITEMS, "item", group_id, items_in),
-        _select(MISSIONS, "mission", group_id, _in("mission_id", mission_ids)),
-        _select(MISSIONS, "mission", group_id, missions_of_items if item_ids else ("1 = 0", [])),
-        ahead=ahead)
+        view, *_items_and_missions(group_id, item_ids),
+        _select(MISSIONS, "mission", group_id, _in("mission_id", mission_ids)), ahead=ahead)
 
     more = []
     if command.type in WHOLE_MISSION:
@@ -118,6 +113,9 @@ def _load_ancestry(group_id: str, view: View) -> None:
 
 
 def _items_and_missions(group_id: str, item_ids) -> tuple:
+    """The selects of some WorkItems and of their Missions (none for no WorkItems)."""
+    if not item_ids:
+        return ()
     items_in = _in("work_item_id", item_ids)
     missions_of_items = (f"mission_id IN (SELECT mission_id FROM {ITEMS} WHERE group_id = %s "
                          f"AND {items_in[0]})", [group_id, *items_in[1]])

@@ -10,19 +10,16 @@ candidate does, and that decision belongs to `dispatch.redispatch`.
 """
 
 from .commands import Context, Draft
+from .commands.base import item_draft
 from .state import ACTIVE, BLOCKED, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
 
 LEASE_EXPIRED, OWNERSHIP_EXPIRED = "lease.expired", "work.ownership_expired"
 
 
-def _draft(item: WorkItem, type_: str, data: dict) -> Draft:
-    return Draft(type_, data, item.mission_id, item.id)
-
-
 def _ownership_expired(item: WorkItem, reason: str) -> Draft:
-    return _draft(item, OWNERSHIP_EXPIRED, {"agentId": item.owner,
-                                            "ownershipEpoch": item.ownership_epoch,
-                                            "reason": reason})
+    return item_draft(item, OWNERSHIP_EXPIRED, {"agentId": item.owner,
+                                                "ownershipEpoch": item.ownership_epoch,
+                                                "reason": reason})
 
 
 def expire(item: WorkItem, now) -> list:
@@ -33,7 +30,7 @@ def expire(item: WorkItem, now) -> list:
     already refused."""
     lease = item.live_lease
     if item.state == ACTIVE and lease is not None and now >= lease.expires_at:
-        return [_draft(item, LEASE_EXPIRED, {"leaseId": lease.id, "reason": "timeout"})]
+        return [item_draft(item, LEASE_EXPIRED, {"leaseId": lease.id, "reason": "timeout"})]
     if item.owner is None:
         return []
     if item.state == QUEUED and item.start_by is not None and now >= item.start_by:

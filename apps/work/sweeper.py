@@ -93,14 +93,14 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
     by_group = defaultdict(list)
     for group_id, item_id in due(now, limit):
         by_group[group_id].append(item_id)
-    policy, redispatch = pipeline.policy(), dispatch.redispatch
+    policy = pipeline.policy()
     result = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0, "groups": 0,
               "skippedGroups": 0, "failedGroups": 0}
     for group_id in _walk(by_group):
         try:
             with _claim(group_id) as claimed:
                 done = claimed and _sweep_group(group_id, by_group[group_id], now, policy,
-                                                redispatch, result)
+                                                result)
         except Exception:  # one Group's trouble must not stop the others' deadlines
             log.exception("sweeping Group %s failed", group_id)
             result["failedGroups"] += 1
@@ -112,7 +112,7 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
 PREPARE_BLOCK = 1000  # WorkItems read and decided at once, before the Group lock
 
 
-def _sweep_group(group_id: str, item_ids: list, now: datetime, policy, redispatch,
+def _sweep_group(group_id: str, item_ids: list, now: datetime, policy,
                  result: dict) -> bool:
     """Sweep one Group's due items into `result`; False if a command held the Group
     (what is left waits for the next sweep)."""
@@ -130,7 +130,7 @@ def _sweep_group(group_id: str, item_ids: list, now: datetime, policy, redispatc
                 return False
             _count(result, events)
         for start in range(0, len(dispatching), chunk):
-            round_ = _GroupRound(dispatching[start:start + chunk], now, policy, redispatch)
+            round_ = _GroupRound(dispatching[start:start + chunk], now, policy)
             events = pipeline.submit_system(group_id, round_.decide, now, round_.load,
                                             skip_locked=True)
             if events is None:
@@ -177,8 +177,8 @@ def _walk(by_group: dict) -> list:
 class _GroupRound:
     """One Group's part of a sweep: what to load under its lock, and the decision."""
 
-    def __init__(self, item_ids: list, now: datetime, policy, redispatch):
-        self.item_ids, self.redispatch = item_ids, redispatch
+    def __init__(self, item_ids: list, now: datetime, policy):
+        self.item_ids = item_ids
         self.context = Context(now=now, policy=policy)
 
     def load(self, group_id: str):
@@ -192,7 +192,7 @@ class _GroupRound:
         return view
 
     def decide(self, view) -> list:
-        return core.decide(view, self.context, self.redispatch)
+        return core.decide(view, self.context, dispatch.redispatch)
 
 
 class InProcessSweeper:

@@ -54,8 +54,7 @@ def utcnow() -> datetime:
     return datetime.now(timezone.utc)
 
 
-def blob_hash(data: bytes) -> str:
-    return "sha256:" + hashlib.sha256(data).hexdigest()
+blob_hash = canonical.sha256_hex  # a blob is named by its bytes' sha256
 
 
 class Client:

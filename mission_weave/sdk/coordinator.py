@@ -15,7 +15,6 @@ It judges coverage, not content: a real reviewer Agent or a human would.
 import argparse
 import asyncio
 import logging
-import signal
 import uuid
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +25,7 @@ from .client import ApiError, Client, utcnow
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
 from .queues import GroupWork, Item
-from .ticks import tick_until_stopped
+from .ticks import stop_on_signals, tick_until_stopped
 
 log = logging.getLogger("mission_weave.sdk.coordinator")
 
@@ -144,10 +143,7 @@ def main(argv=None) -> None:
 
 
 async def _serve(url, key, group_id, cursors, transport) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     async with Client(url, key) as client:
         await Coordinator(client, group_id, cursors, transport=transport).run(stop)
 

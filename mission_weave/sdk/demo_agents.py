@@ -7,7 +7,6 @@ Workers with the demo handler, started once the server answers, stopped with it.
 import argparse
 import asyncio
 import logging
-import signal
 from pathlib import Path
 
 import httpx
@@ -16,6 +15,7 @@ from .client import Client
 from .coordinator import Coordinator
 from .demo import handle
 from .keys import AgentKey
+from .ticks import stop_on_signals
 from .worker import Worker
 
 log = logging.getLogger("mission_weave.sdk.demo_agents")
@@ -62,10 +62,7 @@ def main(argv=None) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
     async def serve():
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(signum, stop.set)
+        stop = stop_on_signals()
         await run(args.url, Path(args.keys), args.group, args.workers.split(","), stop)
 
     asyncio.run(serve())

@@ -3,6 +3,7 @@ arrives, and at the latest every few seconds."""
 
 import asyncio
 import logging
+import signal
 from typing import Awaitable, Callable
 
 import httpx
@@ -30,3 +31,12 @@ async def tick_until_stopped(tick: Callable[[], Awaitable[None]], wake: asyncio.
         for task in watched:
             if task.done() and task.exception():
                 raise task.exception()
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An Event that SIGINT or SIGTERM sets (for the running loop's command-line agents)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    return stop

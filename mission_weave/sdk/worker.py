@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import importlib
 import logging
-import signal
 import uuid
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -35,7 +34,7 @@ from .client import ApiError, Client, utcnow
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
 from .queues import GroupWork, Item
-from .ticks import tick_until_stopped
+from .ticks import stop_on_signals, tick_until_stopped
 
 log = logging.getLogger("mission_weave.sdk.worker")
 
@@ -460,10 +459,7 @@ def main(argv=None) -> None:
 
 
 async def _serve(url, key, groups, handler, cursors, transport) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
+    stop = stop_on_signals()
     async with Client(url, key) as client:
         await Worker(client, groups, handler, cursors, transport=transport).run(stop)
 

@@ -11,26 +11,19 @@ def queue(s: Scenario) -> list:
     return [item["id"] for item in response.json()["workItems"]]
 
 
-def queued(s: Scenario, **contract) -> str:
-    item_id = s.authorize(**contract)
-    s.offer(item_id, s.w1)
-    s.accept(item_id, s.w1)
-    return item_id
-
-
 def test_queue_lists_by_urgency_impact_then_deadline(db, clock):
     s = Scenario()
-    low = queued(s, urgency="low")
-    late = queued(s, urgency="high", deadline="2031-01-01T00:00:00Z")
-    early = queued(s, urgency="high", deadline="2030-06-01T00:00:00+02:00")
-    impact = queued(s, urgency="high", businessImpact="critical")
+    low = s.queued(urgency="low")
+    late = s.queued(urgency="high", deadline="2031-01-01T00:00:00Z")
+    early = s.queued(urgency="high", deadline="2030-06-01T00:00:00+02:00")
+    impact = s.queued(urgency="high", businessImpact="critical")
     assert queue(s) == [impact, early, late, low]
 
 
 def test_a_revised_urgency_reorders_the_queue_at_once(db, clock):
     s = Scenario()
-    first = queued(s, urgency="normal")
-    second = queued(s, urgency="low")
+    first = s.queued(urgency="normal")
+    second = s.queued(urgency="low")
     assert queue(s) == [first, second]
     revised = s.item(second)["contract"] | {"urgency": "critical", "revision": 2}
     s.c.ok("work.revise_contract", {"contract": revised}, workItemId=second)
@@ -39,7 +32,7 @@ def test_a_revised_urgency_reorders_the_queue_at_once(db, clock):
 
 def test_only_the_owners_items_are_in_its_queue(db, clock):
     s = Scenario()
-    mine = queued(s)
+    mine = s.queued()
     theirs = s.authorize()
     s.offer(theirs, s.w2)
     s.accept(theirs, s.w2)

@@ -13,7 +13,6 @@ from apps.ledger import feed, pipeline
 from apps.ledger.models import Event
 from apps.work import store
 from apps.work.commands import Draft
-from tests.integration import wslive
 from tests.integration.wslive import frames, send, sequences, silence, ws
 from tests.support import Scenario
 
@@ -46,12 +45,6 @@ def test_frames_carry_their_sequence_and_the_stored_document(scenario):
     assert rows[-1][0] == head
     assert feed.event_frames_after(s.world.group.id, rows[-1][0], 10) == []
     assert feed.event_frames_after("grp_no_such_group", 0, 10) == []
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup, django_db_blocker):
-    with wslive.live_server() as port:
-        yield port
 
 
 @pytest.mark.django_db(transaction=True)

@@ -5,20 +5,17 @@ decides, the MissionOwner approves, and mw_verify rebuilds it all from the log."
 
 import json
 import os
-import subprocess
-import sys
-import time
 
 import pytest
 from django.conf import settings as django_settings
 
 from apps.artifacts import tasks
 from apps.artifacts.models import Blob
-from apps.bench.harness import database_url_of
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
 from mission_weave.celery import app as celery_app
 from tests.integration.artifact_helpers import REVIEWED, published, submitted_json
+from tests.integration.celery_worker import celery_worker, wait_until
 from tests.integration.test_races import post, race
 from tests.support import Scenario, World, assert_error, contract, evidence
 
@@ -276,34 +273,17 @@ def test_an_unknown_check_in_a_contract_is_refused_at_authorize(db):
 
 # --- a real Celery worker ------------------------------------------------------------------------
 
-def worker_env(tmp_path) -> dict:
-    """The worker's environment: this test database, our Redis as the broker, the same
-    blob directory."""
-    return {**os.environ, "DATABASE_URL": database_url_of(django_settings.DATABASES["default"]),
-            "MW_DATA_DIR": str(tmp_path),
-            "MW_BLOB_ROOT": str(django_settings.MW_BLOB_ROOT)}
-
-
 @pytest.mark.slow
 def test_a_real_celery_worker_runs_the_pipeline(transactional_db, tmp_path):
     if celery_app.conf.task_always_eager or not os.environ.get("REDIS_URL"):
         pytest.skip("needs REDIS_URL as the broker")
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "mission_weave.celery", "worker",
-         "-l", "warning", "--concurrency", "1", "--without-gossip", "--without-mingle"],
-        cwd=django_settings.BASE_DIR, env=worker_env(tmp_path),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
+    # our Redis as the broker, the same blob directory
+    with celery_worker(tmp_path, "--without-gossip", "--without-mingle",
+                       MW_BLOB_ROOT=str(django_settings.MW_BLOB_ROOT)) as worker:
         s = Scenario()
         item_id, _ = submitted_json(s, {"title": "Q3", "words": 900})
-        deadline = time.monotonic() + 30
-        while (review_of(s, item_id)["review"] or {}).get("evaluation") is None:
-            assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "no evaluation within 30 s"
-            time.sleep(0.3)
-    finally:
-        worker.terminate()
-        worker.wait(timeout=20)
+        wait_until(lambda: (review_of(s, item_id)["review"] or {}).get("evaluation") is not None,
+                   30, "evaluation", worker)
 
     assert [e.type for e in item_events(s, item_id)][-5:] == PIPELINE
     assert review_of(s, item_id)["review"]["evaluation"]["verdict"] == "fail"

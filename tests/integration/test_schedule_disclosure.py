@@ -27,15 +27,8 @@ def body(**overrides) -> dict:
     return disclosure
 
 
-def queued(scenario) -> str:
-    item_id = scenario.authorize()
-    scenario.offer(item_id)
-    scenario.accept(item_id)
-    return item_id
-
-
 def test_the_owner_of_a_queued_item_discloses_and_the_event_carries_exactly_the_body(scenario):
-    item_id = queued(scenario)
+    item_id = scenario.queued()
     disclosure = body()
 
     (event,) = scenario.w1.ok("schedule.disclose", disclosure, workItemId=item_id)
@@ -62,7 +55,7 @@ def test_the_owner_of_an_active_item_discloses_a_revised_estimate(scenario):
 
 
 def test_the_sdk_disclosure_is_accepted_as_it_is(scenario):
-    item_id = queued(scenario)
+    item_id = scenario.queued()
     moment = now().replace(microsecond=0)
     slots = scheduler.declare_slots(1, 4)
     mine = scheduler.QueuedItem(group_id=scenario.world.group.id, work_item_id=item_id,
@@ -77,7 +70,7 @@ def test_the_sdk_disclosure_is_accepted_as_it_is(scenario):
 
 
 def test_another_worker_is_refused_and_nothing_is_appended(scenario):
-    item_id = queued(scenario)
+    item_id = scenario.queued()
     head = scenario.world.head
 
     error = assert_error(scenario.w2.send("schedule.disclose", body(), workItemId=item_id), 403,
@@ -89,7 +82,7 @@ def test_another_worker_is_refused_and_nothing_is_appended(scenario):
 
 
 def test_a_coordinator_without_the_worker_role_is_refused(scenario):
-    item_id = queued(scenario)
+    item_id = scenario.queued()
     head = scenario.world.head
 
     assert_error(scenario.c.send("schedule.disclose", body(), workItemId=item_id), 403,
@@ -108,7 +101,7 @@ def test_an_item_that_is_only_offered_has_no_schedule_to_disclose(scenario):
 
 
 def test_a_stale_ownership_epoch_is_refused(scenario):
-    item_id = queued(scenario)
+    item_id = scenario.queued()
     head = scenario.world.head
 
     assert_error(scenario.w1.send("schedule.disclose", body(), workItemId=item_id,
@@ -135,7 +128,7 @@ BAD_BODIES = {
 
 @pytest.mark.parametrize("bad", BAD_BODIES.values(), ids=BAD_BODIES.keys())
 def test_a_body_that_is_not_exactly_the_disclosure_is_refused(scenario, bad):
-    item_id = queued(scenario)
+    item_id = scenario.queued()
     head = scenario.world.head
 
     error = assert_error(scenario.w1.send("schedule.disclose", bad, workItemId=item_id), 400,
@@ -147,7 +140,7 @@ def test_a_body_that_is_not_exactly_the_disclosure_is_refused(scenario, bad):
 
 
 def test_a_new_owner_starts_without_the_previous_owners_disclosure(scenario, clock):
-    item_id = queued(scenario)
+    item_id = scenario.queued()
     scenario.w1.ok("schedule.disclose", body(), workItemId=item_id)
     scenario.c.ok("work.fail", {"evidence": [{
         "id": "ev-fail", "subject": f"workitem:{item_id}", "criteria": ["ac1"],

@@ -11,16 +11,10 @@ from django.core.management import call_command
 from apps.ledger import snapshots
 from apps.ledger.models import Snapshot
 from mission_weave.protocol import canonical
-from tests.integration.wslive import frame, frames, live_server, send, sequences, silence, ws
+from tests.integration.wslive import frame, frames, send, sequences, silence, ws
 from tests.support import Scenario
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup, django_db_blocker):
-    with live_server() as port:
-        yield port
 
 
 def test_a_subscription_below_the_floor_gets_the_snapshot_and_resumes_from_it(port):

@@ -13,21 +13,17 @@ the embedded in-process thread.
 import io
 import json
 import os
-import subprocess
-import sys
-import time
 from datetime import timedelta
 from urllib.parse import urlsplit
 
 import pytest
-from django.conf import settings as django_settings
 from django.core.management import call_command
 
-from apps.bench.harness import database_url_of
 from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
 from apps.work import sweeper, tasks
 from mission_weave.protocol.timefmt import parse_time
+from tests.integration.celery_worker import celery_worker, wait_until
 from tests.support import Scenario, contract, evidence, now
 
 NOTHING = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0}
@@ -254,13 +250,10 @@ def test_an_expired_sequential_offer_moves_to_the_next_candidate_under_auto_disp
 
 # --- a real Celery worker with beat sweeps on its own -----------------------------------------
 
-def celery_env(tmp_path) -> dict:
-    """The worker's environment: this test database, a Redis DB of its own, 1 s beat."""
+def celery_broker() -> str:
+    """A Redis DB of the worker's own, on our Redis server."""
     redis = urlsplit(os.environ.get("REDIS_URL") or "redis://127.0.0.1:6379/0")
-    broker = f"{redis.scheme}://{redis.netloc}/{os.environ.get('MW_TEST_CELERY_REDIS_DB', '15')}"
-    return {**os.environ, "DATABASE_URL": database_url_of(django_settings.DATABASES["default"]),
-            "REDIS_URL": broker,
-            "MW_SWEEP_INTERVAL_SECONDS": "1", "MW_DATA_DIR": str(tmp_path)}
+    return f"{redis.scheme}://{redis.netloc}/{os.environ.get('MW_TEST_CELERY_REDIS_DB', '15')}"
 
 
 @pytest.mark.slow
@@ -271,20 +264,9 @@ def test_a_real_celery_worker_with_beat_sweeps_an_expired_lease(transactional_db
     s.accept(item_id, s.w1)
     s.w1.ok("work.start", {"leaseSeconds": 1}, workItemId=item_id, ownershipEpoch=1)
 
-    worker = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "mission_weave.celery", "worker", "--beat",
-         "-l", "warning", "--concurrency", "1", "--schedule", str(tmp_path / "beat")],
-        cwd=django_settings.BASE_DIR, env=celery_env(tmp_path),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    try:
-        deadline = time.monotonic() + 20
-        while s.item(item_id)["lease"] is not None:
-            assert worker.poll() is None, worker.stderr.read().decode()[-2000:]
-            assert time.monotonic() < deadline, "no sweep within 20 s"
-            time.sleep(0.3)
-    finally:
-        worker.terminate()
-        worker.wait(timeout=20)
+    with celery_worker(tmp_path, "--beat", "--schedule", str(tmp_path / "beat"),
+                       REDIS_URL=celery_broker(), MW_SWEEP_INTERVAL_SECONDS="1") as worker:
+        wait_until(lambda: s.item(item_id)["lease"] is None, 20, "sweep", worker)
 
     expired = Event.objects.filter(group_id=s.world.group.id, type="lease.expired")
     assert list(expired.values_list("actor", "work_item_id")) == [("system", item_id)]
@@ -333,10 +315,7 @@ def test_the_in_process_sweeper_of_the_embedded_mode_sweeps_and_stops(transactio
 
     background = sweeper.InProcessSweeper(interval=0.2).start()
     try:
-        deadline = time.monotonic() + 10
-        while s.item(item_id)["lease"] is not None:
-            assert time.monotonic() < deadline, "no sweep within 10 s"
-            time.sleep(0.1)
+        wait_until(lambda: s.item(item_id)["lease"] is None, 10, "sweep", every=0.1)
     finally:
         background.stop()
     assert not background._thread.is_alive()

@@ -14,17 +14,10 @@ from apps.delivery.models import Cursor
 from apps.identity import registry
 from apps.ledger import feed, publish
 from apps.ledger.models import Event
-from tests.integration import wslive
 from tests.integration.wslive import frame, frames, in_thread, send, sequences, silence, ws
 from tests.support import Scenario, World
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-@pytest.fixture(scope="module")
-def port(django_db_setup, django_db_blocker):
-    with wslive.live_server() as port:
-        yield port
 
 
 def run(coroutine):

@@ -62,7 +62,7 @@ def work_start(view, command, context):
                             f"WorkItem {item.id} needs approval.grant_execution by a MissionOwner")
     policy = context.policy
     seconds = bounded_seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
-                       policy.max_lease_seconds, "leaseSeconds")
+                              policy.max_lease_seconds, "leaseSeconds")
     lease_id = derive_id("lease", command.id)
     expires_at = context.now + timedelta(seconds=seconds)
     # §11.4: an attempt is one Ownership Epoch's execution; starting again in the same
@@ -84,7 +84,7 @@ def lease_renew(view, command, context):
     item = target_item(view, command, fenced_at=context.now)
     policy = context.policy
     seconds = bounded_seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
-                       policy.max_lease_seconds, "leaseSeconds")
+                              policy.max_lease_seconds, "leaseSeconds")
     expires_at = context.now + timedelta(seconds=seconds)
     # The renewal's token keeps the held scopes (a narrowing is never undone by renewing);
     # earlier tokens stay valid until their own, earlier, lease boundary.
@@ -117,7 +117,7 @@ def reissue_token(event_type: str):
 def work_progress(view, command, context):
     item = target_item(view, command, fenced_at=context.now)
     return [item_draft(item, "work.progress_reported",
-                   {"leaseId": item.lease.id, "progress": command.body})]
+                       {"leaseId": item.lease.id, "progress": command.body})]
 
 
 def work_checkpoint(view, command, context):
@@ -132,8 +132,8 @@ def work_block(view, command, context):
     item = target_item(view, command, fenced_at=context.now)
     policy = context.policy
     seconds = bounded_seconds(command.body.get("blockedLeaseSeconds"),
-                       policy.default_blocked_lease_seconds, policy.max_blocked_lease_seconds,
-                       "blockedLeaseSeconds")
+                              policy.default_blocked_lease_seconds,
+                              policy.max_blocked_lease_seconds, "blockedLeaseSeconds")
     return [item_draft(item, "work.blocked", {
         "leaseId": item.lease.id, "checkpoint": command.body["checkpoint"],
         "requiredResolution": command.body["requiredResolution"],

@@ -76,7 +76,7 @@ def mission_approve(view, command, context):
         evidence = _child_approval_evidence(parent, mission, command, context.now)
         drafts.append(item_draft(parent, "work.verified", {"evidence": [evidence],
                                                            "by": command.actor,
-                                                       "childMissionId": mission.id}))
+                                                           "childMissionId": mission.id}))
     return drafts
 
 
@@ -105,11 +105,10 @@ def _parent_of_failed_child(parent: WorkItem, mission: Mission, command, context
         evidence = {**_child_approval_evidence(parent, mission, command, context.now),
                     "method": "child-mission-outcome", "result": f"child Mission failed: {reason}"}
         return item_draft(parent, "work.failed", {"reason": reason, "by": command.actor,
-                                              "evidence": [evidence],
-                                              "cause": "child mission failure"})
+                                                  "evidence": [evidence],
+                                                  "cause": "child mission failure"})
     return item_draft(parent, "work.child_mission_failed",
-                  {"childMissionId": mission.id, "policy": "block", "reason": reason})
-
+                      {"childMissionId": mission.id, "policy": "block", "reason": reason})
 
 
 def work_propose(view, command, context):
@@ -146,7 +145,7 @@ def work_revise_contract(view, command, context):
     mission = active_mission(view, item.mission_id)
     revision = item.contract_revision + 1
     contract = check_new_contract(view, mission, command.body["contract"], item.id, revision,
-                                   edges_of(view, mission))
+                                  edges_of(view, mission))
     return [item_draft(item, "work.contract_revised", {
         "contract": contract, "contractRevision": revision,
         "previousRevision": item.contract_revision,

@@ -5,7 +5,7 @@ owner, decline, first-acceptance-wins, the capacity backstop."""
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
 
-from .. import fencing, ranking, retries
+from .. import dispatch, fencing, ranking, retries
 from ..ranking import Candidate
 from ..state import (
     ACTIVE,
@@ -147,11 +147,9 @@ def work_decline_offer(view, command, context):
     item = target_item(view, command)
     _own_live_offer(item, command, context.now)
     declined = [item_draft(item, "work.offer_declined", {"agentId": command.agent_id,
-                                                     "reason": command.body["reason"],
-                                                     "detail": command.body.get("detail")})]
+                                                         "reason": command.body["reason"],
+                                                         "detail": command.body.get("detail")})]
     # Under autoDispatch the next pending candidate is offered in this same transaction.
-    # Imported here: dispatch builds its drafts with this module's Draft.
-    from .. import dispatch
     return declined + dispatch.after(view, declined, context)
 
 
@@ -182,7 +180,7 @@ def work_accept_offer(view, command, context):
         "contractRevision": revision})]
     if losers:
         drafts.append(item_draft(item, "work.offer_withdrawn",
-                             {"agentIds": losers, "reason": f"accepted by {command.agent_id}"}))
+                                 {"agentIds": losers, "reason": f"accepted by {command.agent_id}"}))
     return drafts
 
 
@@ -216,4 +214,4 @@ def _renew_acceptance(item: WorkItem, command: Command, revision: int, context) 
                             f"the contract is at revision {item.contract_revision}, not {revision}",
                             {"contractRevision": item.contract_revision})
     return [item_draft(item, "work.contract_accepted",
-                   {"agentId": command.agent_id, "contractRevision": revision})]
+                       {"agentId": command.agent_id, "contractRevision": revision})]
