@@ -250,6 +250,18 @@ SPECTACULAR_SETTINGS = {
     "TITLE": "MissionWeave Group Authority API",
     "VERSION": "1",
     "SERVE_INCLUDE_SCHEMA": False,
+    # 3.1: its Schema Object is JSON Schema 2020-12, the dialect the server validates with,
+    # so the request and answer schemas come from those schemas (apps/api/openapi.py).
+    "OAS_VERSION": "3.1.0",
+    "POSTPROCESSING_HOOKS": ["drf_spectacular.hooks.postprocess_schema_enums",
+                             "apps.api.openapi.postprocess"],
+    # The reference pages (/api/v1/docs/, /api/v1/redoc/) load their assets from
+    # drf-spectacular-sidecar's static files, never from a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    # No badge from validator.swagger.io either: the page calls nothing but this server.
+    "SWAGGER_UI_SETTINGS": {"deepLinking": True, "validatorUrl": None},
 }
 
 # --- Protocol (PROTOCOL.md) -----------------------------------------------------------

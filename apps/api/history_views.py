@@ -7,7 +7,6 @@ archiving moves events out of the online log but never out of reach."""
 
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
@@ -15,11 +14,12 @@ from apps.ledger import history
 from apps.ledger.models import Snapshot
 from mission_weave.protocol.errors import ProtocolError
 
+from .openapi import ONE, PAGE, errors, ref
 from .views import _int_param, member_of
 
 
 class SnapshotView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("Snapshot"), **errors(*ONE)},
                    summary="A signed snapshot of the Group's projected state (PROTOCOL §4)",
                    description="`{id, groupId, sequence, hash, state, createdAt, signature}`, "
                                "signed by the authority key of GET /api/v1/authority.")
@@ -34,7 +34,7 @@ class SnapshotView(APIView):
 
 class ArchiveView(APIView):
     @extend_schema(parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
-                   responses={200: OpenApiTypes.OBJECT},
+                   responses={200: ref("ArchivePage"), **errors(*PAGE)},
                    summary="Archived events after a sequence, in order",
                    description="`{events, onlineFloor}`: the events at or below the online "
                                "floor, moved there by archiving, still hash-chained.")

@@ -3,17 +3,17 @@ learns the `membershipEpoch` its commands must carry and its Agent Card (the SDK
 sizes its execution slots by `maxConcurrency`). A non-member learns nothing."""
 
 from django.http import JsonResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
 from apps.identity.models import Agent
 
+from .openapi import MEMBER, errors, ref
 from .views import member_of, principal_of
 
 
 class MembershipView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("Membership"), **errors(*MEMBER)},
                    summary="The caller's membership in the Group",
                    description="`{groupId, principal, roles, membershipEpoch, agentCard}`; "
                                "`agentCard` is null for a human.")

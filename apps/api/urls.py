@@ -5,7 +5,7 @@ from apps.artifacts import blob_views, review_views
 from apps.artifacts import views as artifact_views
 from apps.delivery.views import CursorView
 
-from . import history_views, membership, views
+from . import history_views, membership, reference, views
 
 
 class IdConverter:
@@ -51,4 +51,6 @@ urlpatterns = [
     # view, and only a validated hex digest reaches storage.
     path("blobs/<path:name>", blob_views.BlobView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("docs/", reference.SwaggerView.as_view(), name="api-docs"),
+    path("redoc/", reference.RedocView.as_view(), name="api-redoc"),
 ]

@@ -5,7 +5,6 @@ import json
 from django.conf import settings
 from django.http import HttpResponse, JsonResponse
 from django.utils import timezone
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
@@ -18,6 +17,7 @@ from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 
 from . import reads
+from .openapi import AUTH, COMMAND_ERRORS, MEMBER, ONE, PAGE, errors, json_body, ref
 
 
 def read_json(request) -> dict:
@@ -57,7 +57,11 @@ def member_of(request, group_id: str):
 class SessionsView(APIView):
     authentication_classes = []
 
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={201: OpenApiTypes.OBJECT},
+    @extend_schema(request=json_body("SessionRequest"),
+                   responses={201: ref("Session"),
+                              **errors("VALIDATION_ERROR", "UNAUTHENTICATED",
+                                       "INVALID_SIGNATURE", "CLOCK_SKEW", "NONCE_REUSED",
+                                       "PAYLOAD_TOO_LARGE")},
                    summary="Open an Agent session (PROTOCOL §1)",
                    description="Body `{agentId, keyId, nonce, issuedAt, signature}`, signed over "
                                "its canonical form without `signature`. Supersedes the previous "
@@ -67,7 +71,10 @@ class SessionsView(APIView):
 
 
 class PresenceView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(request=json_body("PresenceReport"),
+                   responses={200: ref("Presence"),
+                              **errors("VALIDATION_ERROR", *AUTH, "FORBIDDEN",
+                                       "PAYLOAD_TOO_LARGE")},
                    summary="Report the Agent's current capacity (Presence, §11.1)",
                    description="Body `{availableSlots, status: available|busy|offline}`; answers "
                                "the stored report with `reportedAt`. Not part of any log; offer "
@@ -82,9 +89,12 @@ class PresenceView(APIView):
 
 
 class CommandsView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(request=json_body("CommandEnvelope"),
+                   responses={200: ref("CommandAnswer"), **errors(*COMMAND_ERRORS)},
                    summary="Submit a signed command (PROTOCOL §2)",
-                   description="Answers `{commandId, events, duplicate}` or an error envelope; "
+                   description="The envelope is a oneOf over one schema per command type, "
+                               "discriminated by `type`, each with its own `body`. Answers "
+                               "`{commandId, events, duplicate}` or an error envelope; "
                                "an answer that issues a capability token to the lease holder "
                                "also carries `capabilityToken: {id, token, scopes, expiresAt}`.")
     def post(self, request, group_id):
@@ -93,7 +103,9 @@ class CommandsView(APIView):
 
 
 class CapabilityIntrospectionView(APIView):
-    @extend_schema(request=OpenApiTypes.OBJECT, responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(request=json_body("IntrospectionRequest"),
+                   responses={200: ref("Introspection"),
+                              **errors("VALIDATION_ERROR", *AUTH, "PAYLOAD_TOO_LARGE")},
                    summary="Introspect a capability token (§11.3, in the spirit of RFC 7662)",
                    description="Body `{token}`. Answers `{active: true, scope, scopes, groupId, "
                                "workItemId, leaseId, sub, exp, ...}` to a member of the token's "
@@ -107,7 +119,7 @@ class CapabilityIntrospectionView(APIView):
 
 class EventsView(APIView):
     @extend_schema(parameters=[OpenApiParameter("after", int), OpenApiParameter("limit", int)],
-                   responses={200: OpenApiTypes.OBJECT},
+                   responses={200: ref("EventsPage"), **errors(*PAGE, "CURSOR_TOO_OLD")},
                    summary="The Group's events after a sequence, in order (PROTOCOL §4)")
     def get(self, request, group_id):
         member_of(request, group_id)
@@ -135,7 +147,8 @@ class WorkItemListView(APIView):
     @extend_schema(parameters=[OpenApiParameter("missionId", str), OpenApiParameter("state", str),
                                OpenApiParameter("owner", str, description="an agent id"),
                                OpenApiParameter("order", str, enum=["id", "priority"])],
-                   responses={200: OpenApiTypes.OBJECT}, summary="WorkItems of the Group",
+                   responses={200: ref("WorkItemList"), **errors(*PAGE)},
+                   summary="WorkItems of the Group",
                    description="`order=priority` lists by the requested priority "
                                "(apps/work/priority.py): urgency, business impact, deadline. "
                                "`state=queued&owner=<agentId>&order=priority` is an Agent's "
@@ -158,7 +171,8 @@ class WorkItemListView(APIView):
 
 
 class WorkItemView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="One WorkItem (PROTOCOL §2)")
+    @extend_schema(responses={200: ref("WorkItem"), **errors(*ONE)},
+                   summary="One WorkItem (PROTOCOL §2)")
     def get(self, request, group_id, work_item_id):
         member_of(request, group_id)
         return JsonResponse(reads.work_item(_item(group_id, work_item_id)))
@@ -173,7 +187,7 @@ def _item(group_id, work_item_id) -> state.WorkItem:
 
 
 class WorkItemAuditView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("AuditTrail"), **errors(*ONE)},
                    summary="The WorkItem's audit trail: its events and the commands refused, "
                            "late results from fenced owners included")
     def get(self, request, group_id, work_item_id):
@@ -192,7 +206,8 @@ def audit_trail(group_id: str, work_item_id: str) -> dict:
 
 
 class MissionListView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="Missions of the Group",
+    @extend_schema(responses={200: ref("MissionList"), **errors(*MEMBER)},
+                   summary="Missions of the Group",
                    operation_id="missions_list")
     def get(self, request, group_id):
         member_of(request, group_id)
@@ -202,7 +217,8 @@ class MissionListView(APIView):
 
 
 class MissionView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT}, summary="One Mission (PROTOCOL §2)")
+    @extend_schema(responses={200: ref("Mission"), **errors(*ONE)},
+                   summary="One Mission (PROTOCOL §2)")
     def get(self, request, group_id, mission_id):
         member_of(request, group_id)
         row = work_models.Mission.objects.filter(group_id=group_id, mission_id=mission_id).first()
@@ -214,7 +230,7 @@ class MissionView(APIView):
 class AuthorityView(APIView):
     authentication_classes = []
 
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("AuthorityKeys")},
                    summary="The Group Authority's public keys (PROTOCOL §1)")
     def get(self, request):
         return JsonResponse({"keys": [authority.public_key()]})

@@ -9,6 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
+from apps.api.openapi import AUTH, errors, ref
 from apps.api.views import principal_of
 from mission_weave.protocol.errors import ProtocolError
 
@@ -17,7 +18,9 @@ from . import blobs
 
 class BlobView(APIView):
     @extend_schema(request={"application/octet-stream": OpenApiTypes.BINARY},
-                   responses={201: OpenApiTypes.OBJECT, 200: OpenApiTypes.OBJECT},
+                   responses={201: ref("StoredBlob"), 200: ref("StoredBlob"),
+                              **errors("VALIDATION_ERROR", *AUTH, "PAYLOAD_TOO_LARGE",
+                                       "HASH_MISMATCH")},
                    summary="Upload a blob (PROTOCOL §5)",
                    description="The raw bytes, named by their SHA-256. Streamed and hashed as "
                                "they are written; `HASH_MISMATCH` (422) keeps nothing; over "
@@ -30,7 +33,9 @@ class BlobView(APIView):
         stored = blobs.put(digest, _body_chunks(request._request), principal.id, timezone.now())
         return JsonResponse(stored.as_json(), status=201 if stored.created else 200)
 
-    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY},
+    @extend_schema(responses={(200, "application/octet-stream"): OpenApiTypes.BINARY,
+                              **errors("VALIDATION_ERROR", *AUTH, "NOT_A_MEMBER", "NOT_FOUND",
+                                       ("HASH_MISMATCH", 500))},
                    summary="Download a blob (PROTOCOL §5)",
                    description="The bytes, after verifying them against the name. Readable by "
                                "the principal that uploaded it and by members of a Group that "

@@ -4,10 +4,10 @@ criteria, the current submission, its review (step outcomes, reviewer Evidence, 
 latest evaluation) and the history of every submission's review events. Members only."""
 
 from django.http import JsonResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
+from apps.api.openapi import ONE, errors, ref
 from apps.api.views import _item, member_of
 from apps.ledger.models import Event
 from apps.ledger.pipeline import event_document
@@ -19,7 +19,7 @@ HISTORY_TYPES = ("work.submitted", *review.ORDER, review.EVIDENCE_RECORDED, "wor
 
 
 class WorkItemReviewView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("Review"), **errors(*ONE)},
                    summary="The Evidence-based review of a WorkItem's submission (§13.2)")
     def get(self, request, group_id, work_item_id):
         member_of(request, group_id)

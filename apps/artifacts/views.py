@@ -6,10 +6,10 @@ import re
 
 from django.conf import settings
 from django.http import JsonResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
+from apps.api.openapi import ONE, errors, ref
 from apps.api.views import member_of
 from apps.ledger import db, history
 from mission_weave.protocol.errors import ProtocolError
@@ -28,7 +28,7 @@ def _hash(text: str) -> str:
 
 
 class ArtifactView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("Artifact"), **errors("VALIDATION_ERROR", *ONE)},
                    summary="One artifact of the Group: its signed manifest (§13.1)",
                    description="`{hash, origin: published|received, manifest, publishedBy, "
                                "recordedAt, receivedFrom, forwardedTo}`")
@@ -39,7 +39,7 @@ class ArtifactView(APIView):
 
 
 class ProvenanceView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("Provenance"), **errors("VALIDATION_ERROR", *ONE)},
                    summary="The artifact's provenance graph (PROTOCOL §5)",
                    description="`{artifact, ancestors, descendants, edges: [{from, to}]}`; "
                                "`from` is a source, `to` what was derived from it.")
@@ -80,7 +80,8 @@ def package_document(record: dict) -> dict:
 
 class ContextPackageView(APIView):
     @extend_schema(parameters=[OpenApiParameter("version", int)],
-                   responses={200: OpenApiTypes.OBJECT},
+                   responses={200: ref("ContextPackageRecord"),
+                              **errors("VALIDATION_ERROR", *ONE)},
                    summary="A Context Package, latest or ?version= (§13.3)",
                    description="`{id, version, hash, previousVersion, previousHash, package, "
                                "publisher, publishedAt}`; `package` is the signed document.")
@@ -93,7 +94,8 @@ class ContextPackageView(APIView):
 class ContextPackageEventsView(APIView):
     @extend_schema(parameters=[OpenApiParameter("version", int), OpenApiParameter("after", int),
                                OpenApiParameter("limit", int)],
-                   responses={200: OpenApiTypes.OBJECT},
+                   responses={200: ref("ContextPackageEvents"),
+                              **errors("VALIDATION_ERROR", *ONE)},
                    summary="The events a Context Package cites (§13.3)",
                    description="`{packageId, version, sourceEvents, events}`: the cited range "
                                "of this Group's log (archived events included), at most "

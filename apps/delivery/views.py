@@ -1,17 +1,17 @@
 """REST read of the caller's Cursor in a Group (the same record ACK writes)."""
 
 from django.http import JsonResponse
-from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
+from apps.api.openapi import MEMBER, errors, ref
 from apps.api.views import principal_of
 
 from . import cursors
 
 
 class CursorView(APIView):
-    @extend_schema(responses={200: OpenApiTypes.OBJECT},
+    @extend_schema(responses={200: ref("Cursor"), **errors(*MEMBER)},
                    summary="The caller's acknowledged Cursor in the Group (PROTOCOL §4)",
                    description="Answers `{groupId, principal, sequence, updatedAt}`; `sequence` "
                                "is 0 before the first ACK. Written by the WebSocket `ACK` frame.")
