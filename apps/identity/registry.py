@@ -1,6 +1,8 @@
 """Operator actions: Groups, Agents and their keys and cards, members, human users.
 The mw_* management commands and the demo call these; so do the tests."""
 
+import json
+
 from django.contrib.auth import get_user_model
 from django.db import transaction
 
@@ -24,6 +26,28 @@ AGENT_CARD = compile_schema({
     },
 })
 DEFAULT_CARD = {"version": "1", "capabilities": [], "maxConcurrency": 1}
+# Shown with every refused Agent Card, so that the fix is in the message.
+CARD_EXAMPLE = {"version": "1", "maxConcurrency": 2,
+                "capabilities": [{"id": "research", "version": "1"}]}
+CARD_HINT = (f"an Agent Card is a JSON object {{version, maxConcurrency, capabilities: "
+             f"[{{id, version}}]}}, e.g. {json.dumps(CARD_EXAMPLE)}")
+
+
+def card_error(problem: str, details: dict | None = None) -> ProtocolError:
+    """VALIDATION_ERROR saying what is wrong with an Agent Card and what a valid one is."""
+    return ProtocolError("VALIDATION_ERROR", f"{problem}; {CARD_HINT}",
+                         {**(details or {}), "example": CARD_EXAMPLE})
+
+
+def check_card(card) -> dict:
+    """An Agent Card as the registry takes it, or VALIDATION_ERROR naming the path."""
+    try:
+        check(AGENT_CARD, card, "VALIDATION_ERROR", "Agent Card")
+    except ProtocolError as error:
+        raise card_error(error.message, error.details) from None
+    return card
+
+
 NAME = compile_schema({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$"})
 
 
@@ -41,7 +65,7 @@ def register_agent(agent_id: str, public_key: str, card: dict | None = None) -> 
     except ValueError as error:
         raise ProtocolError("VALIDATION_ERROR", f"public key: {error}")
     if card is not None:
-        check(AGENT_CARD, card, "VALIDATION_ERROR", "Agent Card")
+        check_card(card)
     with transaction.atomic():
         agent, created = Agent.objects.select_for_update().get_or_create(
             id=agent_id, defaults={"card": card or DEFAULT_CARD})

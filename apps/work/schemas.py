@@ -77,6 +77,12 @@ def _body(properties: dict, required=()) -> dict:
             "properties": properties}
 
 
+# §11.4: a checkpoint is progress plus, optionally, the state artifact to resume from.
+# It is the whole of a work.checkpoint body and, unchanged, work.block's `checkpoint`
+# (PROTOCOL §2: "`checkpoint` has the shape of a `work.checkpoint` body").
+CHECKPOINT = _body({"progress": PROGRESS, "stateArtifact": HASH}, ["progress"])
+
+
 BODIES = {
     "mission.create": _body({"missionId": ID, "title": TEXT, "ownerId": PRINCIPAL,
                              "coordinatorId": PRINCIPAL, "budgets": SIX_DIMENSIONS,
@@ -110,8 +116,8 @@ BODIES = {
     "work.start": _body({"leaseSeconds": SECONDS}),
     "lease.renew": _body({"leaseSeconds": SECONDS}),
     "work.progress": PROGRESS,
-    "work.checkpoint": _body({"progress": PROGRESS, "stateArtifact": HASH}, ["progress"]),
-    "work.block": _body({"checkpoint": PROGRESS, "requiredResolution": TEXT,
+    "work.checkpoint": CHECKPOINT,
+    "work.block": _body({"checkpoint": CHECKPOINT, "requiredResolution": TEXT,
                          "blockedLeaseSeconds": SECONDS}, ["checkpoint", "requiredResolution"]),
     "work.unblock": _body({"resolution": TEXT}, ["resolution"]),
     "work.submit": _body({"contractRevision": {"type": "integer", "minimum": 1},
@@ -198,8 +204,24 @@ BODY_VALIDATORS = {name: compile_schema(schema) for name, schema in BODIES.items
 
 
 def check_body(command_type: str, body) -> None:
-    check(BODY_VALIDATORS[command_type], body, "VALIDATION_ERROR",
-          f"{command_type} body", prefix="body")
+    try:
+        check(BODY_VALIDATORS[command_type], body, "VALIDATION_ERROR",
+              f"{command_type} body", prefix="body")
+    except ProtocolError as error:
+        if command_type == "work.block" and _flat_checkpoint(body):
+            raise ProtocolError(
+                "VALIDATION_ERROR",
+                f"{error.message}; body.checkpoint has the shape of a work.checkpoint body, "
+                "{progress: {phase, ...}, stateArtifact?}: put the progress fields under "
+                "body.checkpoint.progress", error.details) from None
+        raise
+
+
+def _flat_checkpoint(body) -> bool:
+    """A work.block whose checkpoint holds the progress fields themselves (the shape this
+    server took before it followed PROTOCOL §2), so that its refusal can say how to fix it."""
+    checkpoint = body.get("checkpoint") if isinstance(body, dict) else None
+    return isinstance(checkpoint, dict) and "progress" not in checkpoint and "phase" in checkpoint
 
 
 def check_contract(contract, path: str = "body.contract") -> dict:

@@ -385,8 +385,24 @@ def _blocked(view, event, data):
                  lease=_close_lease(item, event.occurred_at, "released"),
                  blocked_until=parse_time(data["blockedUntil"]),
                  required_resolution=data["requiredResolution"],
-                 last_checkpoint={"progress": data["checkpoint"],
+                 last_checkpoint={**_block_checkpoint(data["checkpoint"]),
                                   "at": format_time(event.occurred_at)})
+
+
+def _block_checkpoint(checkpoint: dict) -> dict:
+    """work.blocked's `checkpoint` as {progress, stateArtifact}, like a checkpoint's.
+
+    Both shapes are read: `{progress: {...}, stateArtifact}` (a work.checkpoint body, as
+    PROTOCOL §2 pins it), and the progress fields themselves, `{phase, ...}`, which this
+    server took and stored before it followed the pin. Logs already in a database hold
+    the old shape and mw_verify replays them, so this must keep reading it, and give what
+    it gave then (`{progress}`, no stateArtifact member), so that the replay still equals
+    the live projections and the stored snapshots made from it. The two shapes never
+    meet: a progress object has no `progress` member (its schema is closed)."""
+    if "progress" in checkpoint:
+        return {"progress": checkpoint["progress"],
+                "stateArtifact": checkpoint.get("stateArtifact")}
+    return {"progress": checkpoint}
 
 
 def _unblocked(view, event, data):

@@ -208,6 +208,14 @@ def _checkpointed(item, data, at):
 
 def _blocked(item, data, at):
     item.state, item.lease_id = "blocked", None
+    # The checkpoint is a work.checkpoint body, {progress, stateArtifact?} (PROTOCOL §2);
+    # an event logged by an older server holds the progress fields themselves.
+    checkpoint = data.get("checkpoint")
+    if isinstance(checkpoint, dict):
+        flat = "progress" not in checkpoint
+        item.last_checkpoint = {
+            "progress": checkpoint if flat else checkpoint.get("progress"),
+            "stateArtifact": None if flat else checkpoint.get("stateArtifact")}
 
 
 def _unblocked(item, data, at):

@@ -324,7 +324,8 @@ def test_a_blocked_lease_beyond_the_calendar_is_refused(s):
     s.accept(s.item_id)
     s.start(s.item_id)
     head = s.world.head
-    response = s.w1.send("work.block", {"checkpoint": {"phase": "x"}, "requiredResolution": "r",
+    response = s.w1.send("work.block", {"checkpoint": {"progress": {"phase": "x"}},
+                                        "requiredResolution": "r",
                                         "blockedLeaseSeconds": 2**53 - 1},
                          **s.lease_fields(s.item_id))
     assert assert_rejected(response)["code"] == "VALIDATION_ERROR"

@@ -361,7 +361,7 @@ class GroupMachine(RuleBasedStateMachine):
     def block(self, item_id, data):
         item_id = self.target(data, item_id, "active")
         item = self.item(item_id)
-        body = {"checkpoint": PROGRESS, "requiredResolution": "needs credentials"}
+        body = {"checkpoint": {"progress": PROGRESS}, "requiredResolution": "needs credentials"}
         if data.draw(st.booleans(), label="blockedLease"):
             body["blockedLeaseSeconds"] = data.draw(st.sampled_from([60, 3600]), label="bls")
         self.send(self.holder(data, item), "work.block", body,

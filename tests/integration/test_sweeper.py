@@ -138,7 +138,8 @@ def test_a_missed_start_by_deadline_expires_ownership(s, clock):
 
 def test_a_run_out_blocked_lease_expires_ownership_and_unblock_reopens(s, clock):
     item_id, _ = s.running(s.w1)
-    s.w1.ok("work.block", {"checkpoint": {"phase": "waiting"}, "requiredResolution": "figures",
+    s.w1.ok("work.block", {"checkpoint": {"progress": {"phase": "waiting"}},
+                           "requiredResolution": "figures",
                            "blockedLeaseSeconds": 60}, **s.lease_fields(item_id))
     head = s.world.head
 

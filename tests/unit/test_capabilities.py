@@ -251,7 +251,8 @@ def test_expired_tokens_are_dropped_from_the_state_when_a_new_one_is_issued():
 
 CLOSERS = {
     "work.checkpoint": {"progress": progress()},
-    "work.block": {"checkpoint": progress(), "requiredResolution": "needs the figures"},
+    "work.block": {"checkpoint": {"progress": progress()},
+                   "requiredResolution": "needs the figures"},
     "work.submit": {"contractRevision": 1,
                     "evidence": [builders.evidence(["ac1", "ac2"])]},
     "work.fail": {"evidence": [builders.evidence(["ac1"], result="outage")]},

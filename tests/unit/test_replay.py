@@ -160,7 +160,8 @@ ACTIONS = {
     "progress": _worker_cmd("work.progress", lambda w, i: progress()),
     "checkpoint": _worker_cmd("work.checkpoint", lambda w, i: {"progress": progress()}),
     "block": _worker_cmd("work.block", lambda w, i: {
-        "checkpoint": progress(), "requiredResolution": "input", "blockedLeaseSeconds": 500}),
+        "checkpoint": {"progress": progress()}, "requiredResolution": "input",
+        "blockedLeaseSeconds": 500}),
     "submit": _worker_cmd("work.submit", _submit_body),
     "worker_fail": _worker_cmd("work.fail", lambda w, i: {"evidence": [evidence(["ac1"])]}),
     "ambiguity": _worker_cmd("conversation.post", lambda w, i: {"kind": "ambiguity",

@@ -134,8 +134,13 @@ def work_block(view, command, context):
     seconds = bounded_seconds(command.body.get("blockedLeaseSeconds"),
                               policy.default_blocked_lease_seconds,
                               policy.max_blocked_lease_seconds, "blockedLeaseSeconds")
+    checkpoint = command.body["checkpoint"]
+    # The checkpoint is a work.checkpoint body (PROTOCOL §2), carried whole: its
+    # stateArtifact, like a work.checkpoint's, is the point to resume from.
     return [item_draft(item, "work.blocked", {
-        "leaseId": item.lease.id, "checkpoint": command.body["checkpoint"],
+        "leaseId": item.lease.id,
+        "checkpoint": {"progress": checkpoint["progress"],
+                       "stateArtifact": checkpoint.get("stateArtifact")},
         "requiredResolution": command.body["requiredResolution"],
         "blockedUntil": after(context.now, seconds)})]
 

@@ -3,24 +3,66 @@ from pathlib import Path
 
 from django.core.management.base import CommandError
 
-from apps.identity import registry
+from apps.identity import keyfiles, registry
 from apps.ledger.operator import OperatorCommand
+
+# One base64url key in 64 begins with "-", which argparse takes for an option when it is
+# given as a separate word: `--public-key -abc...` fails with "expected one argument".
+# Written `--public-key=-abc...` it is read as the value.
+KEY_HINT = ("write the key as --public-key=KEY, with '=', so that a key beginning with '-' "
+            "is not taken for an option; or give --public-key-file FILE")
 
 
 class Command(OperatorCommand):
-    help = "Register an Agent's Ed25519 public key (raw 32 bytes, base64url) and Agent Card."
+    help = ("Register an Agent's Ed25519 public key (raw 32 bytes, base64url) and Agent Card. "
+            "Give the key as --public-key=KEY (with '=': a base64url key may begin with '-', "
+            "which a separate word cannot) or as --public-key-file FILE, a file holding the "
+            "key or a JSON key file with a privateKey or publicKey member (the SDK's "
+            ".mw/agents/<agent>.json).")
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        parser = super().create_parser(prog_name, subcommand, **kwargs)
+        error = parser.error
+
+        def explained(message):
+            if "--public-key" in message and "expected one argument" in message:
+                message = f"{message}: {KEY_HINT}"
+            error(message)
+
+        parser.error = explained
+        return parser
 
     def add_arguments(self, parser):
         parser.add_argument("agent_id")
-        parser.add_argument("--public-key", required=True)
-        parser.add_argument("--card", help="a JSON file: {version, capabilities, maxConcurrency}")
+        parser.add_argument("--public-key", metavar="KEY",
+                            help="the public key, raw 32 bytes in base64url; write "
+                                 "--public-key=KEY, with '=', since a key may begin with '-'")
+        parser.add_argument("--public-key-file", metavar="FILE",
+                            help="a file holding the base64url public key, or a JSON key file "
+                                 "{agentId, keyId, privateKey} as the SDK reads (the public "
+                                 "key is derived from privateKey) or one with publicKey")
+        parser.add_argument("--card", metavar="FILE",
+                            help="a JSON file holding the Agent Card, e.g. "
+                                 + json.dumps(registry.CARD_EXAMPLE).replace("%", "%%"))
 
-    def run(self, agent_id, public_key, card, **options):
-        card_document = None
-        if card:
-            try:
-                card_document = json.loads(Path(card).read_text())
-            except (OSError, ValueError) as error:
-                raise CommandError(f"cannot read the Agent Card {card}: {error}")
+    def run(self, agent_id, public_key, public_key_file, card, **options):
+        if (public_key is None) == (public_key_file is None):
+            given = "both" if public_key is not None else "neither"
+            raise CommandError(f"give exactly one of --public-key=KEY and --public-key-file "
+                               f"FILE ({given} given); {KEY_HINT}")
+        if public_key_file is not None:
+            public_key = keyfiles.public_key_from_file(public_key_file)
+        card_document = _read_card(card) if card is not None else None
         key = registry.register_agent(agent_id, public_key, card_document)
         return {"agentId": agent_id, "keyId": key.key_id, "card": key.agent.card}
+
+
+def _read_card(path: str):
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as error:
+        raise registry.card_error(f"cannot read the Agent Card file {path} ({error})") from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        raise registry.card_error(f"the Agent Card file {path} is not JSON ({error})") from None
