@@ -1,16 +1,16 @@
-# GNU make. `make run` for the embedded try-out, `make test` for the suite on
-# PostgreSQL + Redis (started by scripts/services.sh when local).
+# GNU make. `make run` for the whole thing on this machine, `make test` for the suite on
+# PostgreSQL + Redis (this machine's, or private ones from wheels: scripts/services.sh).
 
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PYTHON ?= python3
 STAMP := $(VENV)/.installed
 
-# Defaults for the real services; override by exporting DATABASE_URL / REDIS_URL.
-SERVICES_ENV := DATABASE_URL=$${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/missionweave} \
-	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0}
+# `eval` this in a recipe: DATABASE_URL and REDIS_URL for the suite and the bench
+# (exported ones, else this machine's services, else private ones; see the script).
+SERVICES := eval "$$(PYTHON=$(PY) scripts/services.sh)"
 
-.PHONY: venv run test bench lint check-deploy
+.PHONY: venv run reset test bench lint check-deploy
 
 venv: $(STAMP)
 
@@ -20,20 +20,20 @@ $(STAMP): pyproject.toml
 	@$(PY) -m pip install -q -e '.[test]'
 	@touch $@
 
+# The databases (private ones unless DATABASE_URL / REDIS_URL are set), migrations, the
+# demo, daphne, a Celery worker with beat and the demo agents; Ctrl-C stops them all.
 run: venv
-	$(PY) manage.py migrate --noinput
-	$(PY) manage.py mw_demo
-	exec scripts/run.sh
+	@exec $(PY) -m mission_weave.stack run
+
+# Delete .mw/ (databases, agent keys, cursors), after asking.
+reset: venv
+	@$(PY) -m mission_weave.stack reset
 
 test: venv
-	scripts/services.sh
-	$(SERVICES_ENV) $(PY) manage.py makemigrations --check --dry-run
-	$(SERVICES_ENV) $(PY) -m pytest
+	@$(SERVICES) && $(PY) manage.py makemigrations --check --dry-run && $(PY) -m pytest
 
 bench: venv
-	scripts/services.sh
-	$(SERVICES_ENV) $(PY) manage.py migrate --noinput
-	$(SERVICES_ENV) $(PY) manage.py mw_bench
+	@$(SERVICES) && $(PY) manage.py migrate --noinput && $(PY) manage.py mw_bench
 
 lint: venv
 	$(VENV)/bin/ruff check .

@@ -29,10 +29,15 @@ if settings.MW_SERVE_STATIC:
 
     http_app = ASGIStaticFilesHandler(http_app)
 
-if settings.MW_EMBEDDED and settings.MW_SWEEP_IN_PROCESS:
-    # No Celery beat in the embedded try-out: this process sweeps deadlines itself.
+if settings.MW_SWEEP_IN_PROCESS:
+    # No Celery beat without Redis: this process sweeps deadlines itself.
+    import logging
+
     from apps.work import sweeper
 
+    logging.getLogger("mission_weave").warning(
+        "REDIS_URL is not set: no Celery beat, so this web process runs the sweeper "
+        "itself (MW_SWEEP_IN_PROCESS=0 turns it off)")
     sweeper.start_in_process()
 
 router = ProtocolTypeRouter(

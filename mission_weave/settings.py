@@ -1,12 +1,13 @@
 """MissionWeave settings: one file, configured by environment variables.
 
-With no environment at all this runs the embedded try-out: SQLite in MW_DATA_DIR, the
-in-memory channel layer and Celery tasks run eagerly. Set DATABASE_URL and REDIS_URL
-for PostgreSQL, Redis and real Celery workers. Production hardening is in
-settings_production.py. Code elsewhere reads these through django.conf.settings at
-call time, never at import time.
+The database is always PostgreSQL: DATABASE_URL, or else the private one the embedded
+stack (`make run`, mission_weave/stack) runs for MW_DATA_DIR. REDIS_URL likewise; with
+no Redis at all, the in-memory channel layer, eager Celery tasks and an in-process
+sweeper stand in. Production hardening is in settings_production.py. Code elsewhere
+reads these through django.conf.settings at call time, never at import time.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -116,41 +117,32 @@ TEMPLATES = [
     },
 ]
 
-# Database: PostgreSQL (or anything dj-database-url parses) when DATABASE_URL is set,
-# otherwise the embedded SQLite file.
-DATABASE_URL = envstr("DATABASE_URL", "")
-MW_EMBEDDED = not DATABASE_URL
-if DATABASE_URL:
-    DATABASES = {
-        "default": dj_database_url.parse(DATABASE_URL)
-    }
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-        # Under ASGI every request runs in a thread of its own, so Django's persistent
-        # connections would open a new PostgreSQL connection per request (~20 ms). A
-        # process-wide psycopg pool hands each request a warm one instead.
-        DATABASES["default"]["CONN_MAX_AGE"] = 0
-        # Server-side binding lets psycopg prepare the hot statements once per connection.
-        DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True,
-                                                              prepare_threshold=2)
-        DATABASES["default"]["OPTIONS"]["pool"] = {
-            "min_size": envint("MW_DB_POOL_MIN", 2),
-            "max_size": envint("MW_DB_POOL_MAX", 20),
-            "timeout": envint("MW_DB_POOL_TIMEOUT", 10),
-        }
-else:
-    DATABASES = {
-        "default": {
-            "ENGINE": "django.db.backends.sqlite3",
-            "NAME": MW_DATA_DIR / "db.sqlite3",
-            "OPTIONS": {
-                # IMMEDIATE takes the write lock at BEGIN, so two writers queue on
-                # `timeout` instead of failing with "database is locked" mid-transaction.
-                "transaction_mode": "IMMEDIATE",
-                "timeout": 20,
-                "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            },
-        }
-    }
+# The embedded stack writes the URLs of the services it started here while it runs, so
+# that `python manage.py ...` beside `make run` finds them without any environment.
+_STACK = MW_DATA_DIR / "services.json"
+_stack_urls = json.loads(_STACK.read_text()) if _STACK.exists() else {}
+
+DATABASE_URL = envstr("DATABASE_URL") or _stack_urls.get("DATABASE_URL")
+if not DATABASE_URL:
+    raise ImproperlyConfigured(
+        f"No database: set DATABASE_URL (postgres://...), or start the embedded stack with "
+        f"`make run`, which runs a private PostgreSQL for {MW_DATA_DIR}.")
+DATABASES = {"default": dj_database_url.parse(DATABASE_URL)}
+if DATABASES["default"]["ENGINE"] != "django.db.backends.postgresql":
+    raise ImproperlyConfigured(f"DATABASE_URL must name a PostgreSQL database, not "
+                               f"{DATABASES['default']['ENGINE']}")
+# Under ASGI every request runs in a thread of its own, so Django's persistent
+# connections would open a new PostgreSQL connection per request (~20 ms). A
+# process-wide psycopg pool hands each request a warm one instead.
+DATABASES["default"]["CONN_MAX_AGE"] = 0
+# Server-side binding lets psycopg prepare the hot statements once per connection.
+DATABASES["default"].setdefault("OPTIONS", {}).update(server_side_binding=True,
+                                                      prepare_threshold=2)
+DATABASES["default"]["OPTIONS"]["pool"] = {
+    "min_size": envint("MW_DB_POOL_MIN", 2),
+    "max_size": envint("MW_DB_POOL_MAX", 20),
+    "timeout": envint("MW_DB_POOL_TIMEOUT", 10),
+}
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
@@ -163,7 +155,7 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "dashboard:login"
 
 # Redis: channel layer and Celery broker. Without it: in-memory layer, eager tasks.
-REDIS_URL = envstr("REDIS_URL", "")
+REDIS_URL = envstr("REDIS_URL") or _stack_urls.get("REDIS_URL", "")
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -192,8 +184,8 @@ MW_SWEEP_INTERVAL_SECONDS = envint("MW_SWEEP_INTERVAL_SECONDS", 5)
 MW_SWEEP_BATCH = envint("MW_SWEEP_BATCH", 5000)
 # Most WorkItems of one Group per sweep transaction: bounds how long commands wait.
 MW_SWEEP_GROUP_CHUNK = envint("MW_SWEEP_GROUP_CHUNK", 100)
-# Embedded mode without Redis has no beat: the ASGI process sweeps in a thread of its own.
-MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", MW_EMBEDDED and not REDIS_URL)
+# Without Redis there is no Celery beat: each web process sweeps in a thread of its own.
+MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", not REDIS_URL)
 # Retention (apps/ledger/retention.py): keep at least this many newest events of each Group
 # in the online log, snapshot and archive the older ones (0 turns it off); how often.
 MW_RETENTION_ONLINE_EVENTS = envint("MW_RETENTION_ONLINE_EVENTS", 100_000)
@@ -327,5 +319,10 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         "django.db.backends": {"level": "INFO"},
+        # Through the root handler only (Django's default adds a second one under DEBUG).
+        "django": {"handlers": [], "propagate": True},
+        # A refused command (4xx) is the client's business, not an operator's; 5xx stay.
+        "django.request": {"level": "ERROR"},
+        "daphne": {"level": "WARNING"},
     },
 }

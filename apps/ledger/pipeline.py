@@ -256,10 +256,8 @@ def _lock(group_id: str, skip_locked: bool = False) -> tuple[int, str] | None:
 def _lock_statement(group_id: str, skip_locked: bool = False) -> tuple:
     """The SELECT of the Group's head that takes its row lock."""
     # NO KEY UPDATE serializes commands as well and lets inserts that merely point at
-    # the Group (memberships) proceed. SQLite: BEGIN IMMEDIATE already locks.
-    lock = ""
-    if db.is_postgres():
-        lock = " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
+    # the Group (memberships) proceed.
+    lock = " FOR NO KEY UPDATE SKIP LOCKED" if skip_locked else " FOR NO KEY UPDATE"
     return f"SELECT head_sequence, head_hash FROM {GROUPS} WHERE id = %s{lock}", [group_id]
 
 

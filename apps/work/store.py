@@ -211,14 +211,9 @@ def _reliability(group_id: str, agent_ids, capabilities) -> dict:
     if not agent_ids or not capabilities:
         return {}
     owners, caps = _in("last_owner", agent_ids), _in("capability", capabilities)
-    if db.is_postgres():
-        source = (f"SELECT w.doc->>'last_owner' AS last_owner, c->>'id' AS capability, w.state "
-                  f"FROM {ITEMS} w CROSS JOIN LATERAL "
-                  f"jsonb_array_elements(w.doc->'contract'->'capabilities') c")
-    else:
-        source = (f"SELECT json_extract(w.doc, '$.last_owner') AS last_owner, "
-                  f"json_extract(c.value, '$.id') AS capability, w.state "
-                  f"FROM {ITEMS} w, json_each(w.doc, '$.contract.capabilities') c")
+    source = (f"SELECT w.doc->>'last_owner' AS last_owner, c->>'id' AS capability, w.state "
+              f"FROM {ITEMS} w CROSS JOIN LATERAL "
+              f"jsonb_array_elements(w.doc->'contract'->'capabilities') c")
     rows = db.fetch(
         f"SELECT last_owner, capability, state, count(*) FROM ({source} "
         f"WHERE w.group_id = %s AND w.state IN ('verified', 'failed')) h "
@@ -300,17 +295,13 @@ _DUE = ("(lease_expires_at <= %s OR start_by <= %s OR blocked_until <= %s "
 
 
 def _among(column: str, values) -> tuple[str, list]:
-    """`column` is one of `values`: one array parameter on PostgreSQL (a statement of
-    a thousand placeholders costs psycopg more to convert than the query costs to run)."""
-    if db.is_postgres():
-        return f"{column} = ANY(%s)", [list(values)]
-    return _in(column, values)
+    """`column` is one of `values`: one array parameter (a statement of a thousand
+    placeholders costs psycopg more to convert than the query costs to run)."""
+    return f"{column} = ANY(%s)", [list(values)]
 
 
-def _version() -> str:
-    # A row's version: PostgreSQL's xmin changes with every write to the row; SQLite
-    # (one process, embedded) compares the document itself.
-    return "xmin::text" if db.is_postgres() else "doc"
+# A row's version: PostgreSQL's xmin changes with every write to the row.
+_VERSION = "xmin::text"
 
 
 def load_due(group_id: str, item_ids, now) -> tuple[View, dict]:
@@ -322,9 +313,8 @@ def load_due(group_id: str, item_ids, now) -> tuple[View, dict]:
     items_in = _among("work_item_id", item_ids)
     due = (f"group_id = %s AND {items_in[0]} AND {_DUE}",
            [group_id, *items_in[1], *[_time(now)] * 5])
-    doc = "doc - 'contract'" if db.is_postgres() else "doc"
     rows = db.fetch(
-        f"SELECT 'item', {doc}, {_version()} FROM {ITEMS} WHERE {due[0]} UNION ALL "
+        f"SELECT 'item', doc - 'contract', {_VERSION} FROM {ITEMS} WHERE {due[0]} UNION ALL "
         f"SELECT 'mission', doc, NULL FROM {MISSIONS} WHERE group_id = %s AND mission_id IN "
         f"(SELECT mission_id FROM {ITEMS} WHERE {due[0]})",
         [*due[1], group_id, *due[1]])
@@ -342,7 +332,7 @@ def load_due(group_id: str, item_ids, now) -> tuple[View, dict]:
 def versions(group_id: str, item_ids) -> dict:
     """{work item id: row version} as it is now (read under the Group lock)."""
     items_in = _among("work_item_id", item_ids)
-    return dict(db.fetch(f"SELECT work_item_id, {_version()} FROM {ITEMS} "
+    return dict(db.fetch(f"SELECT work_item_id, {_VERSION} FROM {ITEMS} "
                          f"WHERE group_id = %s AND {items_in[0]}", [group_id, *items_in[1]]))
 
 
@@ -355,13 +345,10 @@ def item_patch(group_id: str, before: state.WorkItem, after: state.WorkItem) -> 
     columns and, on PostgreSQL, only the document members that changed (a lease expiry
     leaves the contract, most of the document, as it was: no need to write it again).
     `evolve` replaces what it changes, so a member still the same object is unchanged."""
-    if db.is_postgres():
-        changed = [f for f in _ITEM_FIELDS if getattr(before, f) is not getattr(after, f)]
-        if before.contract is None and "contract" in changed:
-            raise ValueError(f"WorkItem {after.id} was read without its contract")
-        doc = state.to_doc(after, changed)
-    else:
-        doc = state.to_doc(after)
+    changed = [f for f in _ITEM_FIELDS if getattr(before, f) is not getattr(after, f)]
+    if before.contract is None and "contract" in changed:
+        raise ValueError(f"WorkItem {after.id} was read without its contract")
+    doc = state.to_doc(after, changed)
     columns, adapt = item_columns(after), connection.ops.adapt_datetimefield_value
     return (*(adapt(columns[c]) if c in TIME_COLUMNS else columns[c] for c in _PATCH_COLUMNS),
             db.to_json(doc), group_id, after.id)
@@ -370,7 +357,6 @@ def item_patch(group_id: str, before: state.WorkItem, after: state.WorkItem) -> 
 def patch_items(patches: list) -> tuple:
     """One statement (row by row, pipelined: see db.Many) writing `item_patch`es of
     existing rows; on PostgreSQL the document is merged with its changed members."""
-    doc = "doc || %s::jsonb" if db.is_postgres() else "%s"
     sets = ", ".join(f"{c} = %s" for c in _PATCH_COLUMNS)
-    return db.Many((f"UPDATE {ITEMS} SET {sets}, doc = {doc} "
+    return db.Many((f"UPDATE {ITEMS} SET {sets}, doc = doc || %s::jsonb "
                     f"WHERE group_id = %s AND work_item_id = %s", list(patches)))

@@ -42,10 +42,8 @@ ITEMS, MISSIONS = store.ITEMS, store.MISSIONS
 
 def _auto_dispatch() -> str:
     """SQL: the item's Mission asked for automatic dispatch (the flag lives in its doc)."""
-    flag = ("(m.doc ->> 'auto_dispatch') = 'true'" if db.is_postgres()
-            else "json_extract(m.doc, '$.auto_dispatch') = 1")
     return (f"EXISTS (SELECT 1 FROM {MISSIONS} m WHERE m.group_id = w.group_id "
-            f"AND m.mission_id = w.mission_id AND {flag})")
+            f"AND m.mission_id = w.mission_id AND (m.doc ->> 'auto_dispatch') = 'true')")
 
 
 # One branch per deadline rule, each a range scan of its own index in deadline order.
@@ -71,8 +69,6 @@ def due(now: datetime, limit: int) -> list:
         params += [at, limit]
     sql = (f"SELECT group_id, work_item_id FROM ({' UNION ALL '.join(branches)}) due "
            f"ORDER BY kind, due_at, group_id, work_item_id LIMIT %s")
-    if not db.is_postgres():
-        return db.fetch(sql, [*params, limit])
     with transaction.atomic(), connection.cursor() as cursor:
         # Each branch is meant as a range scan of its deadline's index in order. After a
         # sweep turned thousands of deadlines to NULL the statistics are stale, and the
@@ -151,10 +147,7 @@ CLAIMS = 0x6D77  # the advisory lock key space of sweep claims ("mw")
 def _claim(group_id: str):
     """True while this sweeper has the Group's turn; False if another sweeper has it.
     A session-level advisory lock: it outlives the transactions of the turn and dies
-    with the connection. SQLite (embedded) has one sweeper."""
-    if not db.is_postgres():
-        yield True
-        return
+    with the connection."""
     key = [CLAIMS, group_id]
     ((claimed,),) = db.fetch("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key)
     try:

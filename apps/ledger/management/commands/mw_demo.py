@@ -5,6 +5,7 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from apps.identity import principals, registry, sessions
@@ -49,20 +50,29 @@ def demo_contract(goal: str, capability: str, depends_on: list) -> dict:
 
 class Command(OperatorCommand):
     help = ("Load the demo: Group `demo`, a coordinator and two worker Agents (keys under "
-            ".mw/agents/), the human MissionOwner owner/owner, and a Mission with a small "
-            "WorkItem graph. Safe to run again.")
+            ".mw/agents/), the human MissionOwner owner/owner, the operator admin/admin "
+            "(staff, for /admin/), and a Mission with a small WorkItem graph. Safe to run "
+            "again.")
 
     def run(self, **options):
         group, _ = registry.create_group("demo", "Demo Group")
         keys = {name: self._agent(group, name, roles) for name, roles in AGENTS.items()}
         registry.create_user("owner", "owner")
         registry.add_member(group, "user:owner", ["owner"])
+        self._admin()
         mission = Mission.objects.filter(group=group, mission_id="demo-mission").first()
         if mission is None:
             self._load_mission(group, keys["coordinator"])
         return {"groupId": group.id, "missionId": "demo-mission",
                 "agents": {name: str(self._key_file(name)) for name in AGENTS},
-                "login": {"username": "owner", "password": "owner"}}
+                "login": {"username": "owner", "password": "owner"},
+                "admin": {"username": "admin", "password": "admin"}}
+
+    def _admin(self) -> None:
+        """The demo operator: a staff user for /admin/ (a member of no Group)."""
+        User = get_user_model()
+        if not User.objects.filter(username="admin").exists():
+            User.objects.create_superuser("admin", password="admin")
 
     def _key_file(self, name: str) -> Path:
         return Path(settings.MW_DATA_DIR) / "agents" / f"{name}.json"
