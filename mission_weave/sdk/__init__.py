@@ -1,8 +1,11 @@
-"""The MissionWeave Agent SDK: pure Python (httpx, websockets), no Django.
+"""The MissionWeave Agent SDK: pure Python (httpx, websockets), no Django. A newcomer's
+page, with a worker that runs as written: docs/sdk.md.
 
-- `client`: keys, sessions, signed commands with idempotent retry, reads, blobs;
-- `inbox`: per-Group, in-order, deduplicated delivery with a durable Cursor;
+- `keys`: key files (`python -m mission_weave.sdk.keys new AGENT_ID` makes one);
+- `client`: sessions, signed commands with idempotent retry, reads, blobs;
+- `inbox`: per-Group, in-order, deduplicated delivery with a durable Cursor (one that
+  belongs to another log, after a server reset, starts over from sequence 0);
 - `queues`: per-Group work state rebuilt by replaying events;
-- `worker`: a runnable Worker (`python -m mission_weave.sdk.worker`);
+- `worker`: a runnable Worker (`python -m mission_weave.sdk.worker`, `--once`);
 - `coordinator`: a tiny demo coordinator loop (`python -m mission_weave.sdk.coordinator`).
 """

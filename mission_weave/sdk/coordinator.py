@@ -53,8 +53,13 @@ class Coordinator:
         # The view starts from a full replay; the live inbox then keeps it current.
         await Inbox(self.client, [self.group_id], apply, CursorStore(":memory:"),
                     transport="http").catch_up(self.group_id)
+        async def restart(group_id):  # the stored Cursor was from a reset server's log
+            self.work = GroupWork(group_id)
+            self.tried.clear()
+            self.waiting.clear()
+
         inbox = Inbox(self.client, [self.group_id], apply, CursorStore(self.cursor_path),
-                      transport=self.transport)
+                      on_restart=restart, transport=self.transport)
         task = asyncio.create_task(inbox.run(stop))
         try:
             await tick_until_stopped(self.tick, self.wake, stop, self.tick_seconds, [task])

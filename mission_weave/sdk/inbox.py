@@ -3,12 +3,20 @@ once after deduplication, in sequence order, across disconnects and restarts.
 
 - `GroupStream` is the pure part: dedupe by Event ID (and by sequence), buffer events
   that arrive ahead of a gap, hand out the next one in order, check the hash chain.
-- `CursorStore` is the durable Cursor, a SQLite file. It only ever moves one sequence
-  at a time (never over a gap), except when a verified snapshot resets it.
+- `CursorStore` is the durable Cursor, a SQLite file: the last processed sequence and
+  that event's hash. It only ever moves one sequence at a time (never over a gap),
+  except when a verified snapshot resets it or the inbox starts over (below).
 - `Inbox` runs the transport: the WebSocket (`SUBSCRIBE` with `afterSequence` = the
   Cursor, `ACK` after the application processed the events), HTTP paging
   (`GET /events?after=`) for catch-up and gap filling, and CURSOR_TOO_OLD recovery
   from the authority-signed snapshot. Without a WebSocket endpoint it polls over HTTP.
+
+A stored Cursor that no longer belongs to the Group's log (the server's database was
+reset, or the file came from another server) is detected when the inbox starts and after
+every outage: the Group's head is below the Cursor, or the event at the Cursor's
+sequence has another hash than the one stored with it. The inbox then logs one warning,
+forgets the Cursor, tells the application (`on_restart(group_id)`, to drop what it
+folded from the old log) and replays the Group from sequence 0.
 """
 
 import asyncio
@@ -30,6 +38,7 @@ log = logging.getLogger("mission_weave.sdk.inbox")
 
 EventHandler = Callable[[dict], Awaitable[None]]
 SnapshotHandler = Callable[[str, dict], Awaitable[None]]
+RestartHandler = Callable[[str], Awaitable[None]]
 
 
 class CursorGap(Exception):
@@ -56,6 +65,9 @@ class CursorStore:
         self.db.execute("PRAGMA synchronous=FULL")
         self.db.execute("CREATE TABLE IF NOT EXISTS cursors (group_id TEXT PRIMARY KEY, "
                         "sequence INTEGER NOT NULL, hash TEXT)")
+        columns = {row[1] for row in self.db.execute("PRAGMA table_info(cursors)")}
+        if "hash" not in columns:  # a store written before the hash was kept
+            self.db.execute("ALTER TABLE cursors ADD COLUMN hash TEXT")
 
     def get(self, group_id: str) -> tuple[int, str | None]:
         row = self.db.execute("SELECT sequence, hash FROM cursors WHERE group_id = ?",
@@ -72,6 +84,15 @@ class CursorStore:
     def reset(self, group_id: str, sequence: int, event_hash: str | None = None) -> None:
         """Only for a verified snapshot: the state at `sequence` replaces the history."""
         self._write(group_id, sequence, event_hash)
+
+    def remember_hash(self, group_id: str, sequence: int, event_hash: str) -> None:
+        """Fill in the hash of a Cursor stored without one (an older store)."""
+        self.db.execute("UPDATE cursors SET hash = ? WHERE group_id = ? AND sequence = ? "
+                        "AND hash IS NULL", (event_hash, group_id, sequence))
+
+    def forget(self, group_id: str) -> None:
+        """Back to sequence 0: the stored Cursor belongs to another log."""
+        self.db.execute("DELETE FROM cursors WHERE group_id = ?", (group_id,))
 
     def _write(self, group_id, sequence, event_hash):
         self.db.execute("INSERT INTO cursors (group_id, sequence, hash) VALUES (?, ?, ?) "
@@ -130,19 +151,29 @@ class GroupStream:
         self.done, self.last_hash = sequence, last_hash
         self.pending = {s: e for s, e in self.pending.items() if s > sequence}
 
+    def restart(self) -> None:
+        """Forget everything: the next event to process is sequence 1 of the log."""
+        self.done, self.last_hash = 0, None
+        self.pending.clear()
+        self.seen.clear()
+
 
 class Inbox:
     """Deliver the events of `groups` to `handle(event)`, one at a time per Group, in
     order. `on_snapshot(group_id, document)` receives a verified snapshot when the
-    Cursor fell below the online log (CURSOR_TOO_OLD); the inbox resumes after it."""
+    Cursor fell below the online log (CURSOR_TOO_OLD); the inbox resumes after it.
+    `on_restart(group_id)` is called when the stored Cursor turned out not to belong to
+    the Group's log: the application drops its state of that Group, and the inbox then
+    hands it every event again from sequence 1."""
 
     def __init__(self, client: Client, groups: list[str], handle: EventHandler,
                  store: CursorStore, on_snapshot: SnapshotHandler | None = None, *,
+                 on_restart: RestartHandler | None = None,
                  transport: str = "auto", poll_seconds: float = 1.0,
                  gap_seconds: float = 2.0, page: int = 1000):
         assert transport in ("auto", "ws", "http")
         self.client, self.handle, self.store = client, handle, store
-        self.on_snapshot = on_snapshot
+        self.on_snapshot, self.on_restart = on_snapshot, on_restart
         self.transport, self.poll_seconds, self.gap_seconds = transport, poll_seconds, gap_seconds
         self.page = page
         self.streams = {g: GroupStream(g, *store.get(g)) for g in groups}
@@ -150,6 +181,10 @@ class Inbox:
         self.caught_up = asyncio.Event()  # set after the first catch-up of every Group
         self._ws = None
         self.received = {"ws": 0, "http": 0}  # events taken in from each transport
+        # Groups whose stored Cursor is checked against the log at the next catch-up: all
+        # of them at start, and again after any outage (the server may have been reset).
+        self.unchecked = set(groups)
+        self.restarts = 0  # times a Group started over from sequence 0
 
     def cursor(self, group_id: str) -> int:
         return self.streams[group_id].done
@@ -181,6 +216,7 @@ class Inbox:
                 finally:
                     self.connected.clear()
                     self._ws = None
+                    self.unchecked.update(self.streams)
                 await _sleep_or_stop(stop, backoff)
                 backoff = min(backoff * 2, 5.0)
                 for group_id in self.streams:  # what was missed comes over HTTP first
@@ -195,6 +231,7 @@ class Inbox:
             await self.catch_up(group_id)
         except (OSError, httpx.TransportError, ApiError) as error:  # down: try again later
             log.info("catch-up of %s failed: %r", group_id, error)
+            self.unchecked.add(group_id)
 
     async def _websocket(self, stop: asyncio.Event) -> None:
         headers = self.client.auth_headers()
@@ -260,7 +297,11 @@ class Inbox:
         return count
 
     async def catch_up(self, group_id: str) -> None:
-        """Page over HTTP from the Cursor to the head (also fills gaps)."""
+        """Page over HTTP from the Cursor to the head (also fills gaps). First, when due,
+        check that the stored Cursor belongs to the Group's log (`check_cursor`)."""
+        if group_id in self.unchecked:
+            await self.check_cursor(group_id)
+            self.unchecked.discard(group_id)
         stream = self.streams[group_id]
         while True:
             try:
@@ -269,6 +310,10 @@ class Inbox:
                 if error.code != "CURSOR_TOO_OLD":
                     raise
                 await self._recover(group_id, error.details)
+                continue
+            if answer["headSequence"] < stream.done:  # found without asking: a reset log
+                await self._start_over(group_id, answer["headSequence"],
+                                       "the head is below the cursor")
                 continue
             for event in answer["events"]:
                 self.received["http"] += stream.add(event)
@@ -280,6 +325,57 @@ class Inbox:
             if not delivered:
                 raise IntegrityError(f"HTTP paging of {group_id} made no progress at "
                                      f"{stream.done}")
+
+    # --- a stored Cursor from another log ----------------------------------------------
+
+    async def check_cursor(self, group_id: str) -> None:
+        """Start over from sequence 0 when the stored Cursor does not match the Group's
+        log: the head is below it, or the event at its sequence has another hash than
+        the one stored with it (a Cursor stored without a hash takes the server's)."""
+        stream = self.streams[group_id]
+        if stream.done == 0:
+            return
+        try:
+            answer = await self.client.events(group_id, stream.done - 1, 1)
+        except ApiError as error:
+            if error.code != "CURSOR_TOO_OLD":
+                raise
+            # The event at the Cursor is archived; the snapshot at the online floor
+            # still names its hash when the floor is the Cursor (else catch_up recovers).
+            snapshot = (error.details or {}).get("snapshot") or {}
+            if snapshot.get("sequence") == stream.done and stream.last_hash is not None \
+                    and snapshot.get("hash") != stream.last_hash:
+                await self._start_over(
+                    group_id, f"at least {stream.done}",
+                    f"the snapshot at sequence {stream.done} has hash "
+                    f"{_short(snapshot.get('hash'))}, the cursor's is {_short(stream.last_hash)}")
+            return
+        head = answer["headSequence"]
+        event = next((e for e in answer["events"] if e["sequence"] == stream.done), None)
+        if head < stream.done:
+            await self._start_over(group_id, head, "the head is below the cursor")
+        elif event is None or not event_hash_ok(event):
+            raise IntegrityError(f"{group_id}: the server did not return a valid event "
+                                 f"{stream.done} (head {head})")
+        elif stream.last_hash is None:
+            stream.last_hash = event["hash"]
+            self.store.remember_hash(group_id, stream.done, event["hash"])
+        elif event["hash"] != stream.last_hash:
+            await self._start_over(group_id, head, f"its event {stream.done} has hash "
+                                   f"{_short(event['hash'])}, the cursor's is "
+                                   f"{_short(stream.last_hash)}")
+
+    async def _start_over(self, group_id: str, head, mismatch: str) -> None:
+        stream = self.streams[group_id]
+        log.warning("Group %s: the stored cursor (sequence %s, in %s) does not match the "
+                    "server's log, whose head is %s: %s (was the server's database reset?); "
+                    "starting over from the log at sequence 0", group_id, stream.done,
+                    self.store.path, head, mismatch)
+        self.store.forget(group_id)
+        stream.restart()
+        self.restarts += 1
+        if self.on_restart is not None:
+            await self.on_restart(group_id)
 
     # --- CURSOR_TOO_OLD ----------------------------------------------------------------
 
@@ -320,6 +416,10 @@ def verify_snapshot(reference: dict, document: dict, authority_keys: dict) -> No
     if reference.get("signature") not in (None, document["signature"]):
         raise IntegrityError(f"snapshot {reference.get('id')}: the reference's signature is "
                              "not the document's")
+
+
+def _short(event_hash: str | None) -> str:
+    return f"{event_hash[:19]}…" if event_hash else "none"
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:

@@ -13,14 +13,24 @@ The handler is `async def handle(ctx: WorkContext) -> dict`, returning
 `{"evidence": [Evidence], "artifacts": [hash]}`; `ctx.evidence(...)` builds Evidence,
 `ctx.publish_artifact(...)` uploads and publishes an artifact, and when
 `ctx.preemption_requested` is set it should call `await ctx.checkpoint(...)` at its
-next safe point and return.
+next safe point and return. `ctx.block(...)` parks the item until a coordinator
+resolves what it needs. docs/sdk.md is the newcomer's page.
+
+With `--once` it processes one WorkItem to its end (submitted, blocked, checkpointed,
+or failed) and exits: 0 when it was submitted, blocked or checkpointed, 1 with a
+message when the handler failed or the server refused one of the commands.
 """
 
 import argparse
 import asyncio
 import importlib
+import inspect
+import json
 import logging
+import os
+import sys
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Awaitable, Callable
 
@@ -45,6 +55,17 @@ class Preempted(Exception):
     """Raised by `ctx.raise_if_preempted()` after the context checkpointed."""
 
 
+@dataclass(frozen=True)
+class Outcome:
+    """How one WorkItem's run in a slot ended (what `--once` reports)."""
+
+    group_id: str
+    work_item_id: str
+    state: str  # submitted | blocked | checkpointed | failed | refused | stopped
+    ok: bool
+    message: str
+
+
 class WorkContext:
     """What a handler sees of one WorkItem in one slot: its contract, helpers that act
     under the slot's lease, and the preemption flag."""
@@ -60,7 +81,8 @@ class WorkContext:
         self.capability_token = capability_token
         self.last_checkpoint = item.last_checkpoint
         self.preemption = asyncio.Event()
-        self.checkpointed = False
+        self.checkpointed = False  # the lease was released by checkpoint() or block()
+        self.blocked = False
 
     @property
     def preemption_requested(self) -> bool:
@@ -102,6 +124,23 @@ class WorkContext:
         self.checkpointed = True
         return answer
 
+    async def block(self, required_resolution: str, phase: str,
+                    state_artifact: str | None = None, blocked_lease_seconds: int | None = None,
+                    **progress) -> dict:
+        """Block the item (`active` -> `blocked`) until a coordinator resolves
+        `required_resolution` (work.unblock); carries a checkpoint like `checkpoint()`
+        and releases the lease. Return from the handler after it."""
+        checkpoint = {"progress": {"phase": phase, **progress}}
+        if state_artifact:
+            checkpoint["stateArtifact"] = state_artifact
+        body = {"checkpoint": checkpoint, "requiredResolution": required_resolution}
+        if blocked_lease_seconds:
+            body["blockedLeaseSeconds"] = blocked_lease_seconds
+        answer = await self.client.command(self.group_id, "work.block", body,
+                                           **self._lease_fields())
+        self.checkpointed = self.blocked = True
+        return answer
+
     async def raise_if_preempted(self, phase: str, **progress) -> None:
         """At a safe point: checkpoint and stop when a preemption was requested."""
         if self.preemption_requested:
@@ -137,8 +176,12 @@ class Worker:
     def __init__(self, client: Client, groups: list[str], handler: Handler,
                  cursor_path: str | Path, *, transport: str = "auto",
                  presence_seconds: float = 30.0, lease_seconds: int | None = None,
-                 tick_seconds: float = 1.0):
+                 tick_seconds: float = 1.0, once: bool = False):
         self.client, self.groups, self.handler = client, groups, handler
+        # once: one slot, and stop after the first WorkItem's run ends (self.outcome).
+        self.once = once
+        self.outcome: Outcome | None = None
+        self._stop: asyncio.Event | None = None
         self.cursor_path, self.transport = cursor_path, transport
         self.presence_seconds, self.lease_seconds = presence_seconds, lease_seconds
         self.tick_seconds = tick_seconds
@@ -164,16 +207,17 @@ class Worker:
     # --- start-up ----------------------------------------------------------------------
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
-        stop = stop or asyncio.Event()
+        stop = self._stop = stop or asyncio.Event()
         await self.client.open_session()  # revokes our old leases: those items are queued
         for group_id in self.groups:
             member = await self.client.membership(group_id)
             self.card = member.get("agentCard") or {}
-        self.capacity = max(1, int(self.card.get("maxConcurrency", 1)))
+        self.capacity = 1 if self.once else max(1, int(self.card.get("maxConcurrency", 1)))
         self.slots = scheduler.declare_slots(self.capacity, self.capacity)
         await self._rebuild()
         self.inbox = Inbox(self.client, self.groups, self._on_event, CursorStore(self.cursor_path),
-                           self._on_snapshot, transport=self.transport)
+                           self._on_snapshot, on_restart=self._on_restart,
+                           transport=self.transport)
         tasks = [asyncio.create_task(self.inbox.run(stop)),
                  asyncio.create_task(self._presence_loop(stop))]
         self.ready.set()
@@ -194,6 +238,14 @@ class Worker:
                        self._on_snapshot, transport="http")
         for group_id in self.groups:
             await replay.catch_up(group_id)
+
+    async def _on_restart(self, group_id: str) -> None:
+        """The stored Cursor was from another log (a reset server): forget this Group's
+        view; the inbox replays its log from sequence 1 and the view is folded anew."""
+        self.work[group_id] = GroupWork(group_id)
+        self.accepting = {k for k in self.accepting if k[0] != group_id}
+        self.refused = {k: v for k, v in self.refused.items() if k[0] != group_id}
+        self.disclosed = {k: v for k, v in self.disclosed.items() if k[0] != group_id}
 
     async def _on_snapshot(self, group_id: str, document: dict) -> None:
         work = self.work[group_id]
@@ -227,6 +279,8 @@ class Worker:
         return owned + len(self.accepting)
 
     async def _tick(self) -> None:
+        if self.once and self._stop is not None and self._stop.is_set():
+            return  # --once: its WorkItem ended; take nothing more
         now = utcnow()
         self.accepting = {k for k in self.accepting
                           if self.work[k[0]].items[k[1]].state == "offered"}
@@ -341,6 +395,8 @@ class Worker:
             except ApiError as error:
                 log.info("starting %s refused: %s", item_id, error.code)
                 self.refused[key] = self.work[group_id].applied
+                self._ended(Outcome(group_id, item_id, "refused", False,
+                                    f"the server refused work.start for {item_id}: {error}"))
                 return
             started = next(e for e in answer["events"] if e["type"] == "work.started")["data"]
             token = started.get("capabilityToken") or {}
@@ -351,48 +407,80 @@ class Worker:
             renewal = asyncio.create_task(self._renew(ctx, started))
             began = utcnow()
             try:
-                await self._execute(ctx)
+                self._ended(await self._execute(ctx))
             finally:
                 renewal.cancel()
                 if not ctx.checkpointed:
                     self.durations[group_id].append((utcnow() - began).total_seconds())
         except asyncio.CancelledError:
+            self._ended(Outcome(group_id, item_id, "stopped", False,
+                                f"{item_id} was stopped before it ended (its lease closed, "
+                                "or the worker is stopping)"))
             raise
-        except Exception:
+        except ApiError as error:
+            log.warning("running %s: the server refused: %s", item_id, error)
+            self._ended(Outcome(group_id, item_id, "refused", False,
+                                f"the server refused a command on {item_id}: {error}"))
+        except Exception as error:
             log.exception("running %s failed", item_id)
+            self._ended(Outcome(group_id, item_id, "failed", False,
+                                f"running {item_id} failed: {error!r}"))
         finally:
             self.running.pop(key, None)
             self.slots = self.slots.release(assignment.slot_id)
             self.wake.set()
             await self._report_presence()
 
-    async def _execute(self, ctx: WorkContext) -> None:
+    async def _execute(self, ctx: WorkContext) -> Outcome:
         lease = ctx._lease_fields()
+
+        def outcome(state: str, ok: bool, message: str) -> Outcome:
+            return Outcome(ctx.group_id, ctx.work_item_id, state, ok, message)
+
+        def released() -> Outcome:
+            if ctx.blocked:
+                return outcome("blocked", True, f"blocked {ctx.work_item_id}")
+            return outcome("checkpointed", True, f"checkpointed {ctx.work_item_id}; it is "
+                           "queued again")
+
         try:
             result = await self.handler(ctx)
         except Preempted:
             log.info("%s checkpointed after a preemption request", ctx.work_item_id)
-            return
+            return released()
         except asyncio.CancelledError:
             raise
         except Exception as error:
             if ctx.checkpointed:
-                return
+                return released()
             log.warning("handler failed on %s: %r", ctx.work_item_id, error)
             criteria = [c["id"] for c in ctx.contract.get("acceptanceCriteria", [])]
             evidence = ctx.evidence(criteria, "handler", f"failed: {error!r}"[:9000])
             await self.client.command(ctx.group_id, "work.fail",
                                       {"evidence": [evidence], "reason": str(error)[:9000]
                                        or type(error).__name__}, **lease)
-            return
-        if ctx.checkpointed or result is None:
-            return
+            return outcome("failed", False, f"the handler failed on {ctx.work_item_id}: "
+                           f"{error!r}; the WorkItem was failed with that as its Evidence")
+        if ctx.checkpointed:
+            return released()
+        if result is None:
+            return outcome("refused", False, f"the handler returned nothing for "
+                           f"{ctx.work_item_id} and did not checkpoint or block it; it stays "
+                           "active until its lease expires")
         await self.client.command(ctx.group_id, "work.submit", {
             "contractRevision": ctx.contract_revision,
             "artifacts": list(result.get("artifacts", [])),
             "evidence": list(result["evidence"])}, **lease)
         self.submitted.append((ctx.group_id, ctx.work_item_id))
         log.info("submitted %s", ctx.work_item_id)
+        return outcome("submitted", True, f"submitted {ctx.work_item_id}")
+
+    def _ended(self, outcome: Outcome) -> None:
+        """One WorkItem's run ended; with `once`, that ends the worker."""
+        if self.outcome is None or not self.once:
+            self.outcome = outcome
+        if self.once and self._stop is not None:
+            self._stop.set()
 
     async def _renew(self, ctx: WorkContext, started: dict) -> None:
         """Renew at a third of the lease's remaining time while the handler runs."""
@@ -431,11 +519,41 @@ class Worker:
             log.info("Presence report failed: %r", error)
 
 
-def load_handler(dotted: str) -> Handler:
-    module, _, name = dotted.partition(":")
+class HandlerError(ImportError):
+    """The --handler spec names nothing importable, or not an async function."""
+
+
+def load_handler(spec: str) -> Handler:
+    """`module:function` (or `module.function`), e.g. `myworker:handle` for the file
+    myworker.py in the current folder or on PYTHONPATH; raises HandlerError with a
+    message that says what to do."""
+    module_name, _, name = spec.partition(":")
     if not name:
-        module, _, name = dotted.rpartition(".")
-    return getattr(importlib.import_module(module), name)
+        module_name, _, name = spec.rpartition(".")
+    if not module_name or not name:
+        raise HandlerError(f"handler {spec!r} is not module:function (e.g. myworker:handle)")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        top = module_name.split(".")[0]
+        if error.name and (module_name == error.name or module_name.startswith(error.name + ".")):
+            where = f"{top}.py" if top == module_name else f"the package {top}/"
+            hint = f"run from the folder that holds {where}, or put it on PYTHONPATH"
+        else:
+            hint = f"{module_name} imports {error.name}: is it installed in this environment?"
+        raise HandlerError(f"cannot import handler {spec!r}: {error} ({hint})") from error
+    except Exception as error:  # the module itself raised while being imported
+        raise HandlerError(f"cannot import handler {spec!r}: importing {module_name} raised "
+                           f"{error!r}") from error
+    handler = getattr(module, name, None)
+    if handler is None:
+        raise HandlerError(f"cannot import handler {spec!r}: {module_name} "
+                           f"({getattr(module, '__file__', '?')}) has no {name!r}")
+    if not (inspect.iscoroutinefunction(handler)
+            or inspect.iscoroutinefunction(getattr(handler, "__call__", None))):
+        raise HandlerError(f"handler {spec!r} must be an async function: "
+                           f"async def {name}(ctx) -> dict")
+    return handler
 
 
 def main(argv=None) -> None:
@@ -445,23 +563,66 @@ def main(argv=None) -> None:
     parser.add_argument("--group", action="append", help="a Group to work for (repeatable; "
                         "default: the key file's groupId)")
     parser.add_argument("--handler", default="mission_weave.sdk.demo:handle",
-                        help="package.module:function, an async function(ctx) -> result")
+                        help="module:function, an async function(ctx) -> result; the module "
+                        "is looked up in the current folder too")
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--cursors", help="the SQLite Cursor file (default: beside the key)")
     parser.add_argument("--transport", choices=("auto", "ws", "http"), default="auto")
+    parser.add_argument("--once", action="store_true",
+                        help="process one WorkItem to its end (submitted, blocked, checkpointed "
+                        "or failed) and exit: 0 unless the handler failed or the server refused")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    key = AgentKey.load(args.key)
-    groups = args.group or [key.group_id]
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `--handler myworker:handle` beside myworker.py
+    try:
+        handler = load_handler(args.handler)
+        key = AgentKey.load(args.key)
+    except HandlerError as error:
+        raise SystemExit(str(error))
+    except (OSError, ValueError, KeyError) as error:
+        raise SystemExit(f"cannot read the key file {args.key}: {error!r} (make one with "
+                         "python -m mission_weave.sdk.keys new AGENT_ID)")
+    groups = args.group or ([key.group_id] if key.group_id else None)
+    if not groups:
+        raise SystemExit(f"no Group to work for: pass --group (the key file {args.key} "
+                         "names none)")
     cursors = args.cursors or str(Path(args.key).with_suffix("")) + ".cursors.sqlite3"
-    asyncio.run(_serve(args.url, key, groups, load_handler(args.handler), cursors,
-                       args.transport))
+    try:
+        outcome = asyncio.run(_serve(args.url, key, groups, handler, cursors, args.transport,
+                                     args.once))
+    except ApiError as error:
+        raise SystemExit(f"the server at {args.url} refused: {error}{_hint(error, key, groups)}")
+    except httpx.TransportError as error:
+        raise SystemExit(f"cannot reach the server at {args.url}: {error!r} (is it running? "
+                         "`make run` serves the demo on http://127.0.0.1:8000)")
+    if args.once:
+        if outcome is None:
+            raise SystemExit("--once: stopped before a WorkItem was processed")
+        print(json.dumps({"groupId": outcome.group_id, "workItemId": outcome.work_item_id,
+                          "outcome": outcome.state}))
+        if not outcome.ok:
+            raise SystemExit(f"--once: {outcome.message}")
 
 
-async def _serve(url, key, groups, handler, cursors, transport) -> None:
+def _hint(error: ApiError, key: AgentKey, groups: list) -> str:
+    if error.code in ("UNAUTHENTICATED", "INVALID_SIGNATURE"):
+        return (f" (is agent {key.agent_id} registered with this key? `python manage.py "
+                f"mw_register_agent {key.agent_id} --public-key=...` prints its keyId, which "
+                f"must be the key file's, now {key.key_id})")
+    if error.code == "NOT_A_MEMBER":
+        return (f" (admit it: `python manage.py mw_add_member {groups[0]} "
+                f"agent:{key.agent_id} --roles worker`)")
+    return ""
+
+
+async def _serve(url, key, groups, handler, cursors, transport, once=False) -> Outcome | None:
     stop = stop_on_signals()
     async with Client(url, key) as client:
-        await Worker(client, groups, handler, cursors, transport=transport).run(stop)
+        worker = Worker(client, groups, handler, cursors, transport=transport, once=once)
+        await worker.run(stop)
+        return worker.outcome
 
 
 if __name__ == "__main__":

@@ -1,8 +1,11 @@
 """The inbox without a server: dedupe by Event ID, in-order processing, buffering ahead
-of a gap, a durable Cursor that never moves over a gap, restart, CURSOR_TOO_OLD."""
+of a gap, a durable Cursor that never moves over a gap, restart, CURSOR_TOO_OLD, and a
+stored Cursor from another log (a reset server) starting over from sequence 0."""
 
 import asyncio
 import json
+import logging
+import sqlite3
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -16,7 +19,8 @@ from tests.sdk.feeds import AUTHORITY_KEY_ID, FakeFeed, chain
 G = "grp_t"
 
 
-def make_inbox(feed, store, seen: list, snapshots: list | None = None, fail_on=None):
+def make_inbox(feed, store, seen: list, snapshots: list | None = None, fail_on=None,
+               restarts: list | None = None):
     async def handle(event):
         if fail_on is not None and event["sequence"] == fail_on:
             raise RuntimeError("the application failed")
@@ -25,8 +29,11 @@ def make_inbox(feed, store, seen: list, snapshots: list | None = None, fail_on=N
     async def on_snapshot(group_id, document):
         snapshots.append((group_id, document))
 
+    async def on_restart(group_id):
+        restarts.append((group_id, list(seen)))
+
     return Inbox(feed, [G], handle, store, on_snapshot if snapshots is not None else None,
-                 transport="http")
+                 on_restart=on_restart if restarts is not None else None, transport="http")
 
 
 def push(inbox, events):
@@ -92,7 +99,7 @@ def test_a_restarted_inbox_resumes_after_its_cursor(tmp_path):
 
     assert first == [1, 2, 3, 4, 5]
     assert second == [6, 7, 8]
-    assert feed.requests[0] == 5
+    assert feed.requests[:2] == [4, 5]  # the event at the Cursor (checked), then after it
 
 
 def test_an_event_the_application_failed_on_is_not_acknowledged_and_comes_again(tmp_path):
@@ -230,3 +237,162 @@ def test_a_cursor_too_old_error_frame_resumes_from_the_snapshot_and_resubscribes
     assert snapshots == [(G, feed.snapshot_doc)]
     assert socket.frames[0][0] == {"op": "SUBSCRIBE", "groupId": G, "afterSequence": 10}
     assert seen == [11, 12]
+
+
+# --- a stored Cursor from another log (the server's database was reset) ------------------
+
+def warnings_of(caplog) -> list:
+    return [r.getMessage() for r in caplog.records
+            if r.name == "mission_weave.sdk.inbox" and r.levelno == logging.WARNING]
+
+
+def test_a_cursor_past_the_head_starts_over_from_sequence_0_with_one_warning(tmp_path, caplog):
+    caplog.set_level(logging.INFO, "mission_weave.sdk.inbox")
+    path = tmp_path / "agent.cursors.sqlite3"
+    old = chain(91, prev="sha256:" + "9" * 64)  # the log before the reset
+    store = CursorStore(path)
+    store.reset(G, 91, old[-1]["hash"])
+    store.close()
+    events = chain(12)  # the Group's log after the reset
+    seen, restarts = [], []
+    store = CursorStore(path)
+
+    asyncio.run(make_inbox(FakeFeed(events), store, seen, restarts=restarts).catch_up(G))
+
+    assert restarts == [(G, [])]  # the application dropped its state before the replay
+    assert seen == list(range(1, 13))
+    assert store.get(G) == (12, events[-1]["hash"])
+    [warning] = warnings_of(caplog)
+    assert f"Group {G}" in warning and "sequence 91" in warning and "head is 12" in warning
+    assert "starting over from the log at sequence 0" in warning
+    assert str(path) in warning
+
+
+def test_a_cursor_whose_event_has_another_hash_starts_over(tmp_path, caplog):
+    path = tmp_path / "c.sqlite3"
+    before = chain(12)
+    asyncio.run(make_inbox(FakeFeed(before), CursorStore(path), []).catch_up(G))
+    # After the reset the log is longer than the Cursor, but it is another log.
+    after = [{**e, "data": {"reset": True, "n": e["sequence"]}} for e in chain(20)]
+    after = rechain(after)
+    seen, restarts = [], []
+
+    asyncio.run(make_inbox(FakeFeed(after), CursorStore(path), seen, restarts=restarts)
+                .catch_up(G))
+
+    assert len(restarts) == 1
+    assert seen == list(range(1, 21))
+    assert CursorStore(path).get(G) == (20, after[-1]["hash"])
+    [warning] = warnings_of(caplog)
+    assert "sequence 12" in warning and "head is 20" in warning and "hash" in warning
+
+
+def test_a_matching_cursor_resumes_without_a_warning(tmp_path, caplog):
+    path = tmp_path / "c.sqlite3"
+    events = chain(10)
+    asyncio.run(make_inbox(FakeFeed(events[:6]), CursorStore(path), []).catch_up(G))
+    seen, restarts = [], []
+
+    asyncio.run(make_inbox(FakeFeed(events), CursorStore(path), seen, restarts=restarts)
+                .catch_up(G))
+
+    assert seen == [7, 8, 9, 10] and restarts == []
+    assert warnings_of(caplog) == []
+
+
+def test_an_old_store_without_hashes_is_checked_by_the_head_and_takes_the_servers_hash(
+        tmp_path, caplog):
+    path = tmp_path / "old.cursors.sqlite3"
+    db = sqlite3.connect(path)  # the schema before the hash was kept beside the Cursor
+    db.execute("CREATE TABLE cursors (group_id TEXT PRIMARY KEY, sequence INTEGER NOT NULL)")
+    db.execute("INSERT INTO cursors VALUES (?, 5)", (G,))
+    db.commit()
+    db.close()
+    events = chain(8)
+    store = CursorStore(path)
+    assert store.get(G) == (5, None)
+    seen = []
+    inbox = make_inbox(FakeFeed(events), store, seen)
+
+    asyncio.run(inbox.check_cursor(G))
+    assert store.get(G) == (5, events[4]["hash"])  # now the chain check has a start
+    asyncio.run(inbox.catch_up(G))
+
+    assert seen == [6, 7, 8] and warnings_of(caplog) == []
+
+    db = sqlite3.connect(path)  # and an old store past the head starts over
+    db.execute("UPDATE cursors SET sequence = 91, hash = NULL")
+    db.commit()
+    db.close()
+    seen.clear()
+    asyncio.run(make_inbox(FakeFeed(events), CursorStore(path), seen).catch_up(G))
+    assert seen == list(range(1, 9))
+    assert len(warnings_of(caplog)) == 1
+
+
+class ResettingFeed(FakeFeed):
+    """A server that goes away once (every request fails) and comes back with a new log."""
+
+    def __init__(self, before, after):
+        super().__init__(before)
+        self.after, self.down = after, 0
+
+    def go_down_and_reset(self):
+        self.down = 2  # the next two requests fail, then the new log answers
+
+    async def events(self, group_id, after, limit):
+        if self.down:
+            self.down -= 1
+            if not self.down:
+                self.log = self.after
+            raise OSError("connection refused")
+        return await super().events(group_id, after, limit)
+
+
+def test_a_server_reset_while_the_inbox_runs_is_found_after_the_outage(tmp_path, caplog):
+    before = chain(12)
+    after = rechain([{**e, "data": {"reset": True}} for e in chain(30)])
+    feed = ResettingFeed(before, after)
+    seen, restarts = [], []
+    inbox = make_inbox(feed, CursorStore(tmp_path / "c.sqlite3"), seen, restarts=restarts)
+    inbox.poll_seconds = 0.01
+
+    async def scenario():
+        stop = asyncio.Event()
+        task = asyncio.create_task(inbox.run(stop))
+        await asyncio.wait_for(inbox.caught_up.wait(), 5)
+        assert seen == list(range(1, 13))
+        feed.go_down_and_reset()
+        while inbox.cursor(G) != 30 or not restarts:
+            await asyncio.sleep(0.01)
+        stop.set()
+        await asyncio.wait_for(task, 5)
+    asyncio.run(asyncio.wait_for(scenario(), 10))
+
+    assert restarts == [(G, list(range(1, 13)))]
+    assert seen == list(range(1, 13)) + list(range(1, 31))
+    assert len(warnings_of(caplog)) == 1
+
+
+def test_a_shorter_log_seen_while_polling_starts_over_without_an_outage(tmp_path):
+    store = CursorStore(tmp_path / "c.sqlite3")
+    feed = FakeFeed(chain(12))
+    seen, restarts = [], []
+    inbox = make_inbox(feed, store, seen, restarts=restarts)
+    asyncio.run(inbox.catch_up(G))
+    feed.log = rechain([{**e, "data": {"reset": True}} for e in chain(3)])
+
+    asyncio.run(inbox.catch_up(G))  # no check due: the page's head gives it away
+
+    assert len(restarts) == 1
+    assert seen == list(range(1, 13)) + [1, 2, 3]
+
+
+def rechain(events: list) -> list:
+    """The same events with their hash chain recomputed (after editing their data)."""
+    prev, out = canonical.ZERO_HASH, []
+    for event in events:
+        event = {**canonical.without(event, "hash"), "prevHash": prev}
+        event["hash"] = prev = canonical.content_hash(event)
+        out.append(event)
+    return out
