@@ -7,9 +7,13 @@ import sys
 
 def main():
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mission_weave.settings")
+    from django.core.exceptions import ImproperlyConfigured
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(sys.argv)
+    try:
+        execute_from_command_line(sys.argv)
+    except ImproperlyConfigured as error:  # a setting to fix: the message says which
+        sys.exit(f"manage.py: {error}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,13 @@
-"""Render the §10.2 table from apps/work/lifecycle.py into README.md.
+"""Render the tables docs/protocol.md takes from the code, between their markers:
 
-    python scripts/render_docs.py          (tests/test_docs.py checks it is current)
+    <!-- lifecycle:begin ... -->     the §10.2 table            apps/work/lifecycle.py TABLE
+    <!-- within-state:begin ... -->  commands that keep a state  apps/work/lifecycle.py WITHIN_STATE
+    <!-- roles:begin ... -->         who may send each command   apps/work/commands ROLES
+
+    python scripts/render_docs.py          (tests/test_docs.py checks they are current)
+
+Each block is `<!-- NAME:begin (any note) -->`, the generated table, `<!-- NAME:end -->`;
+the note on the begin line is kept as written.
 """
 
 import re
@@ -10,17 +17,53 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from apps.work.lifecycle import as_markdown  # noqa: E402
+from apps.work import commands, lifecycle  # noqa: E402
 
-BEGIN, END = "<!-- lifecycle:begin", "<!-- lifecycle:end -->"
+TARGET = ROOT / "docs" / "protocol.md"
 
 
-def rendered(readme: str) -> str:
-    pattern = re.compile(re.escape(BEGIN) + r"[^\n]*\n.*?" + re.escape(END), re.S)
-    header = readme[readme.index(BEGIN):].split("\n", 1)[0]
-    return pattern.sub(lambda _: f"{header}\n{as_markdown()}\n{END}", readme)
+def within_state_table() -> str:
+    """lifecycle.WITHIN_STATE in the layout of lifecycle.as_markdown()."""
+    lines = ["| Current state | Command | Next state | Notes |", "| --- | --- | --- | --- |"]
+    for r in lifecycle.WITHIN_STATE:
+        sources = ", ".join(s for s in lifecycle.STATES if s in r.sources)
+        targets = "unchanged" if r.targets == {"same"} else \
+            " or ".join(s for s in lifecycle.STATES if s in r.targets)
+        lines.append(f"| {sources} | `{r.trigger}` | {targets} | {r.note} |")
+    return "\n".join(lines)
+
+
+def roles_table() -> str:
+    """Every command type the server knows, with the Group roles that may send it."""
+    lines = ["| Command | Roles that may send it | Only from |", "| --- | --- | --- |"]
+    for command_type in commands.COMMAND_TYPES:
+        roles = commands.ROLES[command_type]
+        who = "any member" if roles == commands.ANY_ROLE else \
+            ", ".join(f"`{r}`" for r in sorted(roles))
+        only = "a human (`user:<name>`)" if command_type in commands.HUMAN_ONLY else ""
+        lines.append(f"| `{command_type}` | {who} | {only} |")
+    return "\n".join(lines)
+
+
+BLOCKS = {
+    "lifecycle": lifecycle.as_markdown,
+    "within-state": within_state_table,
+    "roles": roles_table,
+}
+
+
+def rendered(text: str) -> str:
+    """`text` with every generated block brought up to date. Each block of BLOCKS must be
+    there exactly once: a document that lost its markers is an error, not "current"."""
+    for name, render in BLOCKS.items():
+        begin, end = f"<!-- {name}:begin", f"<!-- {name}:end -->"
+        if text.count(begin) != 1 or text.count(end) != 1:
+            raise ValueError(f"expected one {begin} ... {end} block")
+        pattern = re.compile(re.escape(begin) + r"[^\n]*\n.*?" + re.escape(end), re.S)
+        header = text[text.index(begin):].split("\n", 1)[0]
+        text = pattern.sub(lambda _, h=header, r=render: f"{h}\n{r()}\n{end}", text)
+    return text
 
 
 if __name__ == "__main__":
-    path = ROOT / "README.md"
-    path.write_text(rendered(path.read_text()))
+    TARGET.write_text(rendered(TARGET.read_text()))

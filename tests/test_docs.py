@@ -1,11 +1,17 @@
 from pathlib import Path
 
-from scripts.render_docs import rendered
-
-README = Path(__file__).resolve().parent.parent / "README.md"
+from scripts.render_docs import BLOCKS, TARGET, rendered
 
 
-def test_readme_shows_the_lifecycle_table_the_code_enforces():
-    text = README.read_text()
-    assert rendered(text) == text, "README is stale: run python scripts/render_docs.py"
+def test_the_protocol_doc_shows_the_tables_the_code_enforces():
+    text = TARGET.read_text()
+    assert rendered(text) == text, \
+        f"{TARGET.relative_to(TARGET.parent.parent)} is stale: run python scripts/render_docs.py"
     assert "| offered | `work.accept_offer` | queued | Atomic ownership epoch begins |" in text
+    assert "| `work.accept_offer` | `worker` |  |" in text
+    for name in BLOCKS:
+        assert f"<!-- {name}:begin" in text and f"<!-- {name}:end -->" in text
+
+
+def test_render_docs_writes_into_docs_protocol_md():
+    assert TARGET == Path(__file__).resolve().parent.parent / "docs" / "protocol.md"

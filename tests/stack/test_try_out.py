@@ -163,3 +163,20 @@ def test_make_test_falls_back_to_private_services(tmp_path):
     finally:
         subprocess.run([sys.executable, "-m", "mission_weave.stack", "--data-dir",
                         str(services_dir), "stop"], cwd=ROOT, env=env, timeout=60)
+
+
+def test_make_reset_asks_before_it_deletes_the_data(tmp_path):
+    data = tmp_path / "mw"
+    (data / "agents").mkdir(parents=True)
+    (data / "agents" / "worker-1.json").write_text("{}")
+    reset = [sys.executable, "-m", "mission_weave.stack", "--data-dir", str(data), "reset"]
+
+    kept = subprocess.run(reset, cwd=ROOT, input="n\n", capture_output=True, text=True,
+                          timeout=60)
+    assert kept.returncode == 1 and "nothing deleted" in kept.stdout
+    assert (data / "agents" / "worker-1.json").exists()
+
+    deleted = subprocess.run(reset, cwd=ROOT, input="y\n", capture_output=True, text=True,
+                             timeout=60)
+    assert deleted.returncode == 0, deleted.stderr
+    assert not data.exists()
