@@ -1,8 +1,10 @@
 """Render the tables docs/protocol.md takes from the code, between their markers:
 
-    <!-- lifecycle:begin ... -->     the §10.2 table            apps/work/lifecycle.py TABLE
-    <!-- within-state:begin ... -->  commands that keep a state  apps/work/lifecycle.py WITHIN_STATE
-    <!-- roles:begin ... -->         who may send each command   apps/work/commands ROLES
+    <!-- lifecycle:begin ... -->     the §10.2 table            core/lifecycle.py TABLE
+    <!-- within-state:begin ... -->  commands that keep a state  core/lifecycle.py WITHIN_STATE
+    <!-- roles:begin ... -->         who may send each command   core/commands ROLES
+
+(core/ is mission_weave/core/.)
 
     python scripts/render_docs.py          (tests/test_docs.py checks they are current)
 
@@ -17,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from apps.work import commands, lifecycle  # noqa: E402
+from mission_weave.core import commands, lifecycle  # noqa: E402
 
 TARGET = ROOT / "docs" / "protocol.md"
 

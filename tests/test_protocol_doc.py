@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from apps.ledger.envelope import check_envelope
-from apps.work import commands, state
-from apps.work.schemas import EVIDENCE, check_body, check_contract
+from mission_weave.core import commands, state
+from mission_weave.core.schemas import EVIDENCE, check_body, check_contract
 from mission_weave.protocol.canonical import (
     content_hash,
     private_key_from_b64url,

@@ -1,5 +1,5 @@
 """The OpenAPI document's schemas, generated from the JSON Schemas the server validates
-against: the Work Contract file, apps/work/schemas.py (Evidence, the manifest, the
+against: the Work Contract file, mission_weave/core/schemas.py (Evidence, the manifest, the
 Context Package and every command body), the command envelope, the session and Presence
 requests, the Agent Card. Nothing here copies them.
 
@@ -26,9 +26,9 @@ from drf_spectacular.utils import OpenApiResponse
 from apps.identity import presence, registry, sessions
 from apps.identity.models import Membership
 from apps.ledger.envelope import ENVELOPE
-from apps.work import commands, lifecycle
-from apps.work import schemas as work
-from apps.work import state as work_state
+from mission_weave.core import commands, lifecycle
+from mission_weave.core import schemas as work
+from mission_weave.core import state as work_state
 from mission_weave.protocol.errors import HTTP_STATUS
 
 COMPONENTS = "#/components/schemas/"
@@ -56,7 +56,7 @@ def pascal(command_type: str) -> str:
 # --- JSON Schema -> OpenAPI 3.1 component schemas ------------------------------------------
 
 def _named_schemas() -> dict:
-    """Component name -> schema dict, for the dicts apps/work/schemas.py names and reuses:
+    """Component name -> schema dict, for the dicts mission_weave/core/schemas.py names and reuses:
     each becomes one component, referenced wherever the same dict appears."""
     names = {"Evidence": work.EVIDENCE, "Progress": work.PROGRESS,
              "Checkpoint": getattr(work, "CHECKPOINT", None),

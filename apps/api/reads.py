@@ -1,6 +1,6 @@
 """The wire shapes of projected state (PROTOCOL §2 "Reads")."""
 
-from apps.work import state
+from mission_weave.core import state
 from mission_weave.protocol.timefmt import format_time
 
 

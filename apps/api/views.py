@@ -11,8 +11,9 @@ from rest_framework.views import APIView
 from apps.identity import presence, principals, sessions
 from apps.ledger import authority, feed, history, pipeline
 from apps.ledger.models import CommandRecord
-from apps.work import capability_bearer, state
+from apps.work import capability_bearer
 from apps.work import models as work_models
+from mission_weave.core import state
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 
@@ -150,7 +151,8 @@ class WorkItemListView(APIView):
                    responses={200: ref("WorkItemList"), **errors(*PAGE)},
                    summary="WorkItems of the Group",
                    description="`order=priority` lists by the requested priority "
-                               "(apps/work/priority.py): urgency, business impact, deadline. "
+                               "(mission_weave/core/priority.py): urgency, business impact, "
+                               "deadline. "
                                "`state=queued&owner=<agentId>&order=priority` is an Agent's "
                                "queue in this Group.",
                    operation_id="work_items_list")

@@ -4,7 +4,7 @@ up by the shell under the Group lock and handed to the pure `decide` in
 forwarding. Other commands get none and cost no query."""
 
 from apps.identity.models import AgentKey, Membership
-from apps.work.commands import Command
+from mission_weave.core.commands import Command
 
 from .models import Artifact, Blob, BlobUpload
 

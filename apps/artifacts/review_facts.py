@@ -10,9 +10,11 @@ import hashlib
 
 from django.conf import settings
 
-from . import review, storage
+from mission_weave.core import review
+from mission_weave.core.checks import ArtifactFacts
+
+from . import storage
 from .blobs import CHUNK, report_corrupted
-from .checks import ArtifactFacts
 from .models import Artifact, Blob
 
 

@@ -11,8 +11,7 @@ from apps.api.openapi import ONE, errors, ref
 from apps.api.views import _item, member_of
 from apps.ledger.models import Event
 from apps.ledger.pipeline import event_document
-
-from . import review
+from mission_weave.core import review
 
 HISTORY_TYPES = ("work.submitted", *review.ORDER, review.EVIDENCE_RECORDED, "work.verified",
                  "work.failed")

@@ -6,10 +6,10 @@ The only code that writes Artifact, ArtifactEdge and ContextPackage rows."""
 from django.db import connection
 
 from apps.ledger import db
+from mission_weave.core.manifests import Refs
 from mission_weave.protocol.timefmt import parse_time
 
 from . import models
-from .manifests import Refs
 
 ARTIFACTS = models.Artifact._meta.db_table
 EDGES = models.ArtifactEdge._meta.db_table

@@ -5,7 +5,7 @@
 A `work.submitted` starts it (schedule(), after the commit); an `evidence.recorded`
 schedules `evaluate` again. Each step gathers what it needs outside any lock, then
 appends its event (actor `system`) through pipeline.submit_system, whose decision
-(apps/work/commands/review.py) re-checks under the Group lock that the item is still
+(mission_weave/core/commands/review.py) re-checks under the Group lock that the item is still
 `submitted` with the submission the task was scheduled for, and that the step is not
 recorded yet. So every task is idempotent and safe to retry or run twice; one for an
 item accepted, failed, cancelled or submitted again meanwhile appends nothing.
@@ -22,10 +22,11 @@ from django.utils import timezone
 
 from apps.ledger import db, pipeline
 from apps.work import store
-from apps.work.commands.review import current_review, review_step
-from apps.work.state import SUBMITTED
+from mission_weave.core import review
+from mission_weave.core.commands.review import current_review, review_step
+from mission_weave.core.state import SUBMITTED
 
-from . import review, review_facts
+from . import review_facts
 
 log = logging.getLogger(__name__)
 

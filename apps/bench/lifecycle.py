@@ -19,7 +19,7 @@ from django.utils import timezone
 from apps.identity import registry, sessions
 from apps.identity.principals import Principal
 from apps.ledger import pipeline
-from apps.work.commands import derive_id
+from mission_weave.core.commands import derive_id
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.timefmt import format_time
 

@@ -20,7 +20,7 @@ from apps.identity import registry
 from apps.ledger import pipeline
 from apps.ledger.models import Event, Group
 from apps.work import store
-from apps.work.commands import Draft
+from mission_weave.core.commands import Draft
 
 from . import lifecycle
 from .harness import database_url, server

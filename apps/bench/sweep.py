@@ -37,8 +37,8 @@ from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
 from apps.work import models as work_models
 from apps.work import store
-from apps.work.commands import Draft, derive_id
-from apps.work.state import View
+from mission_weave.core.commands import Draft, derive_id
+from mission_weave.core.state import View
 from mission_weave.protocol.timefmt import format_time
 
 from .harness import database_url

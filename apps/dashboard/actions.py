@@ -64,7 +64,7 @@ def evidence(viewer: Viewer, item_id: str, criteria: list, result: str, now: dat
 def accept_result(viewer: Viewer, item, note: str, now: datetime) -> Outcome:
     """work.accept_result with Evidence covering every criterion: the Coordinator's
     reasons are recorded beside the review's evaluation (an override of failed criteria
-    is possible only this way, PROTOCOL §13.2 as apps/work/commands/review.py has it)."""
+    is possible only this way, PROTOCOL §13.2 as mission_weave/core/commands/review.py has it)."""
     evaluation = (item.review or {}).get("evaluation") or {}
     if (evaluation.get("failing") or evaluation.get("integrity") == "fail") and not note:
         # Overriding the review is the Coordinator's right, but only with reasons on record.

@@ -8,7 +8,7 @@ from apps.artifacts.models import Artifact
 from apps.artifacts.views import HASH
 from apps.ledger.models import Event, Group
 from apps.work import models as work_models
-from apps.work import state
+from mission_weave.core import state
 from mission_weave.protocol.errors import ProtocolError
 
 from . import graph
@@ -113,7 +113,7 @@ def decision(trail: dict) -> dict | None:
 
 def overridden_by_acceptance(item: state.WorkItem, evaluation: dict | None) -> list:
     """The criteria an acceptance would override (every one when artifact integrity
-    failed), as apps/work/commands/review.py acceptance() counts them."""
+    failed), as mission_weave/core/commands/review.py acceptance() counts them."""
     if not evaluation:
         return []
     if evaluation["integrity"] == "fail":

@@ -1,6 +1,6 @@
 """The signed command envelope (PROTOCOL §2, §7): its schema and its parsing."""
 
-from apps.work.commands import Command
+from mission_weave.core.commands import Command
 from mission_weave.protocol.canonical import domain_problem, signing_bytes
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema

@@ -20,13 +20,14 @@ from django.utils import timezone
 from apps.artifacts import facts as artifact_facts
 from apps.identity import principals
 from apps.identity.principals import Principal
-from apps.work import capability_bearer, commands, state, store
-from apps.work.commands import Context, Policy
+from apps.work import capability_bearer, store
+from mission_weave.core import chain, commands, state
+from mission_weave.core.commands import Context, Policy
 from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import chain, db, history, publish
+from . import db, history, publish
 from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
 

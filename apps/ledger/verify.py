@@ -7,11 +7,12 @@ import json
 
 from apps.artifacts import store as artifact_store
 from apps.work import models as work_models
-from apps.work import state, store
+from apps.work import store
+from mission_weave.core import chain, state
 from mission_weave.protocol import canonical
 from mission_weave.protocol.timefmt import parse_time
 
-from . import authority, chain, history
+from . import authority, history
 from .models import Group, Snapshot
 
 BATCH = 2000
@@ -29,7 +30,7 @@ def state_document(view: state.View) -> dict:
     return {"missions": [state.to_doc(view.missions[k]) for k in sorted(view.missions)],
             "workItems": [state.to_doc(view.items[k]) for k in sorted(view.items)],
             "proposals": [state.to_doc(view.proposals[k]) for k in sorted(view.proposals)],
-            # §13 records are JSON documents already (apps/artifacts/records.py)
+            # §13 records are JSON documents already (mission_weave/core/records.py)
             "artifacts": [view.artifacts[k] for k in sorted(view.artifacts)],
             "contextPackages": [view.packages[k] for k in sorted(view.packages)]}
 

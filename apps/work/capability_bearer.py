@@ -19,10 +19,11 @@ from django.conf import settings
 
 from apps.identity import principals
 from apps.identity.principals import Principal
+from mission_weave.core import capabilities, state
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import parse_time
 
-from . import capabilities, models, state
+from . import models
 
 PREFIX = "mwcap"
 # Events that issue a token to the lease holder who sent the command.

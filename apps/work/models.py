@@ -7,7 +7,7 @@ from django.db.models import Q
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
-from . import priority
+from mission_weave.core import priority
 
 
 class Mission(models.Model):
@@ -27,7 +27,7 @@ class Mission(models.Model):
 
 class WorkItemQuerySet(models.QuerySet):
     def in_priority_order(self):
-        """The requested priority of apps/work/priority.py, computed from the current
+        """The requested priority of mission_weave/core/priority.py, computed from the current
         contract in SQL so that a revision reorders at once and paging stays correct."""
         def scale(key, values):
             return models.Case(*(models.When(models.Q(**{f"doc__contract__{key}": v}), then=i)

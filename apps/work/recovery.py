@@ -3,9 +3,10 @@
 from datetime import datetime
 
 from apps.ledger import pipeline
+from mission_weave.core import commands
+from mission_weave.core.state import ACTIVE
 
-from . import commands, models, store
-from .state import ACTIVE
+from . import models, store
 
 
 def revoke_agent_leases(agent_id: str, now: datetime) -> int:

@@ -4,15 +4,16 @@ rows. Hot path, so plain SQL (see apps/ledger/db.py)."""
 
 from django.db import connection
 
-from apps.artifacts import manifests as artifact_refs
 from apps.artifacts import store as artifact_store
 from apps.identity.models import Agent, Membership, Presence
 from apps.ledger import db
+from mission_weave.core import manifests as artifact_refs
+from mission_weave.core import state
+from mission_weave.core.commands import Candidate, Command
+from mission_weave.core.ranking import Presence as PresenceReport
+from mission_weave.core.state import View
 
-from . import models, state
-from .commands import Candidate, Command
-from .ranking import Presence as PresenceReport
-from .state import View
+from . import models
 
 ITEMS = models.WorkItem._meta.db_table
 MISSIONS = models.Mission._meta.db_table

@@ -29,11 +29,12 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from apps.ledger import db, pipeline
+from mission_weave.core import dispatch
+from mission_weave.core import sweep as core
+from mission_weave.core.commands import Context
+from mission_weave.core.state import FAILED, OFFERED
 
-from . import dispatch, store
-from . import sweep as core
-from .commands import Context
-from .state import FAILED, OFFERED
+from . import store
 
 log = logging.getLogger(__name__)
 

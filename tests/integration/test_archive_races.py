@@ -8,9 +8,10 @@ import threading
 import pytest
 from django.db import connection
 
-from apps.ledger import archive, chain, feed, history, snapshots
+from apps.ledger import archive, feed, history, snapshots
 from apps.ledger.models import ArchivedEvent, Event, Group
 from apps.ledger.verify import verify_group
+from mission_weave.core import chain
 from mission_weave.protocol.errors import ProtocolError
 from tests.support import World
 

@@ -6,8 +6,8 @@ log holding work.blocked events in the old shape still verifies."""
 import pytest
 
 from apps.ledger.verify import verify_group
-from apps.work import commands
-from apps.work.commands import execution
+from mission_weave.core import commands
+from mission_weave.core.commands import execution
 from tests.support import assert_error
 
 PROGRESS = {"phase": "waiting for figures", "milestones": ["outline", "draft"],

@@ -5,10 +5,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from apps.ledger import chain, feed, pipeline
+from apps.ledger import feed, pipeline
 from apps.ledger.models import Event
 from apps.work import store
-from apps.work.commands import Draft
+from mission_weave.core import chain
+from mission_weave.core.commands import Draft
 
 pytestmark = pytest.mark.django_db
 

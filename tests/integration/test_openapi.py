@@ -13,8 +13,8 @@ from django.test import Client
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate
 
-from apps.work import schemas as work
-from apps.work.commands import COMMAND_TYPES
+from mission_weave.core import schemas as work
+from mission_weave.core.commands import COMMAND_TYPES
 from mission_weave.protocol.errors import HTTP_STATUS
 from tests.integration.artifact_helpers import digest, manifest, package, signed
 from tests.samples import contract

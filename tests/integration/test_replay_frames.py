@@ -12,7 +12,7 @@ from apps.delivery import consumer
 from apps.ledger import feed, pipeline
 from apps.ledger.models import Event
 from apps.work import store
-from apps.work.commands import Draft
+from mission_weave.core.commands import Draft
 from tests.integration.wslive import frames, send, sequences, silence, ws
 from tests.support import Scenario
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from apps.ledger.verify import verify_group
-from apps.work import state
+from mission_weave.core import state
 from mission_weave.protocol.timefmt import format_time
 from mission_weave.sdk import scheduler
 from mission_weave.sdk.disclosure import disclose

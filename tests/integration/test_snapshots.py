@@ -12,9 +12,10 @@ from django.core.management.base import CommandError
 from django.db import DatabaseError, connection, transaction
 from django.test import Client
 
-from apps.ledger import archive, chain, history, retention, snapshots, tasks, verify
+from apps.ledger import archive, history, retention, snapshots, tasks, verify
 from apps.ledger.models import ArchivedEvent, Event, Group, Snapshot
 from apps.work import store
+from mission_weave.core import chain
 from mission_weave.protocol import canonical
 from tests.support import Scenario, World, assert_error
 

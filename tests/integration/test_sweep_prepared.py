@@ -7,7 +7,8 @@ import pytest
 from apps.ledger import pipeline
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
-from apps.work import store, sweep
+from apps.work import store
+from mission_weave.core import sweep
 from tests.integration.test_sweeper_races import cast, check_invariants, running
 
 pytestmark = pytest.mark.django_db(transaction=True)

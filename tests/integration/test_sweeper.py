@@ -51,7 +51,8 @@ def counted(result: dict) -> dict:
 
 def owner_is_live(s: Scenario, item_id: str) -> bool:
     """The item's ownership as the fencing rules see it now, from its projection."""
-    from apps.work import fencing, store
+    from apps.work import store
+    from mission_weave.core import fencing
     view = store.load_items(s.world.group.id, [item_id])
     return fencing.owner_is_live(view.items[item_id], now())
 

@@ -19,7 +19,8 @@ from django.db import connection, transaction
 
 from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
-from apps.work import fencing, store, sweeper
+from apps.work import store, sweeper
+from mission_weave.core import fencing
 from mission_weave.protocol.timefmt import parse_time
 from tests.integration.test_races import post, race
 from tests.support import Scenario, contract, evidence

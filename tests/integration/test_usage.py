@@ -3,7 +3,7 @@ and its whole budget ancestry in one event, or refused with BUDGET_EXCEEDED and 
 appended; money spent counts against the retry cost budget (§11.4)."""
 
 from apps.ledger.verify import verify_group
-from apps.work import state
+from mission_weave.core import state
 from tests.support import Scenario, assert_error, evidence
 
 MAX = {"financial": {"amount": "10.00", "currency": "USD"}, "tokens": 1000, "toolCalls": 10,

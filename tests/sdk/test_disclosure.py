@@ -10,7 +10,7 @@ from types import MappingProxyType
 from hypothesis import given
 from hypothesis import strategies as st
 
-from apps.work.schemas import check_body
+from mission_weave.core.schemas import check_body
 from mission_weave.protocol.timefmt import parse_time
 from mission_weave.sdk import scheduler
 from mission_weave.sdk.disclosure import (

@@ -10,9 +10,9 @@ command's own preconditions hold and only the §10.2 table decides.
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 
-from apps.work import state
-from apps.work.commands import Candidate, Command, Context
-from apps.work.state import Event, Lease, Mission, Offer, View, WorkItem
+from mission_weave.core import state
+from mission_weave.core.commands import Candidate, Command, Context
+from mission_weave.core.state import Event, Lease, Mission, Offer, View, WorkItem
 from mission_weave.protocol.timefmt import format_time
 from tests.samples import contract  # noqa: F401  (re-exported for the tests)
 

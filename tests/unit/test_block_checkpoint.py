@@ -5,8 +5,8 @@ once took is refused, but work.blocked events already logged in it still replay.
 
 import pytest
 
-from apps.work import commands, state
-from apps.work.state import Event
+from mission_weave.core import commands, state
+from mission_weave.core.state import Event
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import T0, iso, progress

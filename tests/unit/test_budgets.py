@@ -1,8 +1,8 @@
-"""apps/work/budgets.py: six-dimension totals, all-or-nothing charges up the ancestry."""
+"""mission_weave/core/budgets.py: six-dimension totals, all-or-nothing charges up the ancestry."""
 
 import pytest
 
-from apps.work import budgets
+from mission_weave.core import budgets
 from mission_weave.protocol.errors import ProtocolError
 
 USD = {"amount": "10.00", "currency": "USD"}

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from apps.work import capabilities, commands, state
+from mission_weave.core import capabilities, commands, state
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import at, iso, progress

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apps.ledger import chain
+from mission_weave.core import chain
 
 
 def _document(data):

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from apps.work import schemas
+from mission_weave.core import schemas
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit.builders import contract
 

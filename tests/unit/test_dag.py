@@ -2,8 +2,8 @@
 
 import pytest
 
-from apps.work import dag
-from apps.work.state import ACTIVE, CANCELLED, FAILED, OPEN, QUEUED, SUBMITTED, VERIFIED
+from mission_weave.core import dag
+from mission_weave.core.state import ACTIVE, CANCELLED, FAILED, OPEN, QUEUED, SUBMITTED, VERIFIED
 
 
 def test_the_policies_are_the_three_of_the_contract():

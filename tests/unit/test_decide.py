@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from apps.work import commands, state
+from mission_weave.core import commands, state
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import (

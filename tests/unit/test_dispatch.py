@@ -1,4 +1,4 @@
-"""Automatic dispatch (apps/work/dispatch.py) and the capacity backstop on acceptance,
+"""Automatic dispatch (mission_weave/core/dispatch.py) and the capacity backstop on acceptance,
 through the pure `decide`: the next sequential offer after a decline, an expiry or a due
 retry, and only when the Mission asks for it."""
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from apps.work import commands, dispatch, state
+from mission_weave.core import commands, dispatch, state
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import T0, WORKER, WORKER_2, WORKER_3, at

@@ -2,7 +2,7 @@
 
 import pytest
 
-from apps.work import commands, fencing, state
+from mission_weave.core import commands, fencing, state
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import parse_time
 from tests.unit import builders

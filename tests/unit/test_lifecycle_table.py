@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 
-from apps.work import commands, lifecycle, state
+from mission_weave.core import commands, lifecycle, state
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import AGENT, COORDINATOR, HUMAN, WORKER, contract, evidence, iso, progress

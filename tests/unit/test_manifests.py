@@ -5,8 +5,7 @@ the View. No database."""
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from apps.artifacts import manifests, packages
-from apps.work import commands
+from mission_weave.core import commands, manifests, packages
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders

@@ -1,8 +1,8 @@
-"""Offer ranking (apps/work/ranking.py), pure: eligibility, order, the selection basis
+"""Offer ranking (mission_weave/core/ranking.py), pure: eligibility, order, the selection basis
 fields, Presence staleness and deterministic ties. Every time derives from T0."""
 
-from apps.work import ranking
-from apps.work.ranking import Candidate, Presence
+from mission_weave.core import ranking
+from mission_weave.core.ranking import Candidate, Presence
 from tests.unit.builders import T0, at, contract
 
 TTL = 120

@@ -7,8 +7,8 @@ from datetime import timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from apps.work import commands, lifecycle, state
-from apps.work.state import Event
+from mission_weave.core import commands, lifecycle, state
+from mission_weave.core.state import Event
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 from tests.unit import builders

@@ -6,7 +6,7 @@ from datetime import timedelta
 
 import pytest
 
-from apps.work import commands, retries, state
+from mission_weave.core import commands, retries, state
 from mission_weave.protocol import idempotency
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders

@@ -6,10 +6,9 @@ from dataclasses import replace
 
 import pytest
 
-from apps.artifacts import checks, review
-from apps.artifacts.checks import NOT_READ, ArtifactFacts
-from apps.work import commands, state
-from apps.work.commands.review import review_step
+from mission_weave.core import checks, commands, review, state
+from mission_weave.core.checks import NOT_READ, ArtifactFacts
+from mission_weave.core.commands.review import review_step
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import COORDINATOR, contract, evidence

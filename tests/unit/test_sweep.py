@@ -1,10 +1,10 @@
-"""The sweeper's pure decisions (apps/work/sweep.py): which deadline rule fences whom,
+"""The sweeper's pure decisions (mission_weave/core/sweep.py): which deadline rule fences whom,
 and that an item already fenced, renewed or answered yields nothing."""
 
 from dataclasses import replace
 
-from apps.work import commands, fencing, state, sweep
-from apps.work.commands import Draft
+from mission_weave.core import commands, fencing, state, sweep
+from mission_weave.core.commands import Draft
 from tests.unit.builders import (
     COORDINATOR,
     ITEM_ID,

@@ -1,6 +1,6 @@
 """usage.record (§11.5): the lease holder reports what it spent, in six dimensions; it is
 charged to the WorkItem and its whole budget ancestry at once, or refused with
-BUDGET_EXCEEDED and nothing charged (apps/work/budgets.py)."""
+BUDGET_EXCEEDED and nothing charged (mission_weave/core/budgets.py)."""
 
 from mission_weave.protocol.errors import ProtocolError
 

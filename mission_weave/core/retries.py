@@ -10,7 +10,7 @@ later `work.offer` of the failed item (a coordinator's or the sweeper's) asks
 permanent} while the budget does not allow it.
 
 Cost: `retry.maxCost` is compared with the money spent on the WorkItem so far, its
-`usage.financial` as `usage.record` charged it (apps/work/budgets.py).
+`usage.financial` as `usage.record` charged it (mission_weave/core/budgets.py).
 """
 
 import math

@@ -8,7 +8,7 @@ itself; or a coordinator, who may also relay a manifest another agent produced a
 signed (the producer's signature, not the sender, is what vouches for it) and may
 publish a Mission-level artifact (`workItemId: null`, e.g. an input)."""
 
-from apps.artifacts import manifests, packages
+from mission_weave.core import manifests, packages
 from mission_weave.protocol.canonical import content_hash
 from mission_weave.protocol.errors import ProtocolError
 

@@ -10,7 +10,7 @@ By concept: base.py (the command, context, drafts and shared checks), missions.p
 under a lease). This module holds who may send what, and the dispatch table.
 """
 
-from apps.artifacts import manifests
+from mission_weave.core import manifests
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.idempotency import idempotency_key  # noqa: F401 - public helper
 

@@ -1,4 +1,4 @@
-"""Pure checks of §13 documents beyond their JSON Schema (apps/work/schemas.py:
+"""Pure checks of §13 documents beyond their JSON Schema (mission_weave/core/schemas.py:
 MANIFEST, CONTEXT_PACKAGE, EVIDENCE): signatures, blobs, the artifacts a document
 cites, and which projected objects a command needs loaded. No Django, no clock.
 

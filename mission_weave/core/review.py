@@ -6,7 +6,7 @@ The pipeline runs in the seed's order, each step's outcome an event of the WorkI
   1. review.integrity_checked   every cited artifact is stored and still hashes to its
                                 name; each deliverable with a `schema` validates
   2. review.checks_completed    the named deterministic checks (`method: "check:..."`,
-                                apps/artifacts/checks.py) of the acceptance criteria
+                                mission_weave/core/checks.py) of the acceptance criteria
   3. review.evidence_requested  the criteria no check decides await reviewer Evidence
                                 (`evidence.record` by a reviewer or coordinator)
   4. review.evaluated           per criterion: the submitted Evidence, the check, the

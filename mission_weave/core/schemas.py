@@ -4,7 +4,7 @@ every command body. A body that breaks its schema is refused with the path named
 import json
 from pathlib import Path
 
-from apps.artifacts import checks
+from mission_weave.core import checks
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema
 
@@ -246,7 +246,7 @@ def check_contract(contract, path: str = "body.contract") -> dict:
 
 def _check_review_rules(contract: dict, path: str) -> None:
     """§13.2: a deliverable's `schema` must be a JSON Schema, and a criterion's
-    `check:<name>` must name a check the server has (apps/artifacts/checks.py), so that
+    `check:<name>` must name a check the server has (mission_weave/core/checks.py), so that
     the review can run what the contract asks."""
     for index, deliverable in enumerate(contract["deliverables"]):
         broken = "schema" in deliverable and checks.schema_problem(deliverable["schema"])

@@ -6,7 +6,7 @@ No Django here, no clock: an event's own time is the only time used."""
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from apps.artifacts import records as artifact_records
+from mission_weave.core import records as artifact_records
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 # WorkItem states (§10.2). `proposal` is the "open Work Proposal" row, kept in its own table.
@@ -85,7 +85,7 @@ class WorkItem:
     capability_tokens: tuple = ()
     last_checkpoint: dict | None = None
     submission: dict | None = None
-    # The review of the current submission (§13.2; apps/artifacts/review.py): its steps'
+    # The review of the current submission (§13.2; mission_weave/core/review.py): its steps'
     # outcomes, reviewer Evidence and latest evaluation. Kept after the item leaves
     # `submitted`, for the final Approval; a new submission starts a new one.
     review: dict | None = None
@@ -155,7 +155,7 @@ class View:
     missions: dict = field(default_factory=dict)
     items: dict = field(default_factory=dict)
     proposals: dict = field(default_factory=dict)
-    # §13: the Group's artifacts and Context Package versions (apps/artifacts/records.py)
+    # §13: the Group's artifacts and Context Package versions (mission_weave/core/records.py)
     artifacts: dict = field(default_factory=dict)
     packages: dict = field(default_factory=dict)
 
