@@ -1,7 +1,14 @@
-"""The functional core imports no Django (DESIGN: "Functional core, imperative shell").
+"""The layering rule (docs/architecture.md), checked on every import statement, at any
+nesting level, of every module:
 
-Two checks per module: its import statements, parsed with `ast` (first-party imports must
-stay inside the pure core, third-party ones must not be the shell), and a real import in a
+- mission_weave.protocol is the bottom: it imports nothing else of ours.
+- mission_weave.core (the pure core) imports only itself and the protocol, and nothing of
+  the shell (Django, DRF, Channels, Celery) or of apps/.
+- mission_weave.sdk (the Agent SDK) imports only itself and the protocol, and no shell.
+- The shell apps are layered, each importing only the core, the protocol, the project
+  package and the apps below it in APP_LAYERS; so no two apps import each other.
+
+Each test prints every import that breaks its rule. A core module is also imported in a
 fresh interpreter, after which no Django module may be loaded."""
 
 import ast
@@ -15,16 +22,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-PURE_FILES = sorted(
-    list((ROOT / "mission_weave" / "core").rglob("*.py"))
-    + [ROOT / "apps" / "dashboard" / "graph.py"]
-    + list((ROOT / "mission_weave" / "protocol").rglob("*.py"))
-    + list((ROOT / "mission_weave" / "sdk").rglob("*.py")))
-
-# The imperative shell (DESIGN.md): none of it may be imported by the core.
+# Bottom to top: an app may import the ones before it, never one after it.
+APP_LAYERS = ["ledger", "identity", "artifacts", "work", "delivery", "api", "dashboard",
+              "bench"]
 SHELL = frozenset({"django", "rest_framework", "drf_spectacular", "channels", "channels_redis",
                    "daphne", "celery"})
-FIRST_PARTY = frozenset({"apps", "mission_weave", "tests"})
+# The project package's own modules (settings, urls, asgi, ...) are shell; these are not.
+PURE_PACKAGES = {"mission_weave.protocol": {"mission_weave.protocol"},
+                 "mission_weave.core": {"mission_weave.core", "mission_weave.protocol"},
+                 "mission_weave.sdk": {"mission_weave.sdk", "mission_weave.protocol"}}
 
 
 def module_name(path: Path) -> str:
@@ -32,54 +38,77 @@ def module_name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-PURE_MODULES = {module_name(path) for path in PURE_FILES}
-# Importing a pure module also runs its packages' __init__ files.
-PURE_PACKAGES = {name.rsplit(".", depth)[0] for name in PURE_MODULES
-                 for depth in range(1, name.count(".") + 1)}
-
-
-def imported_modules(path: Path) -> set:
-    """Absolute names of every module `path` imports, at any nesting level."""
+def imports(path: Path) -> list[tuple[int, str]]:
+    """(line, absolute module name) of every import in `path`."""
     name = module_name(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    found = set()
+    found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):
-            found |= {alias.name for alias in node.names}
+            found += [(node.lineno, alias.name) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
                 base = f"{anchor}.{base}" if base else anchor
-            # `from pkg import name` may name a submodule: count both.
-            found |= {base} | {f"{base}.{alias.name}" for alias in node.names}
+            found.append((node.lineno, base))
     return found
 
 
-def ids(paths):
-    return [str(path.relative_to(ROOT)) for path in paths]
+def sources(folder: str) -> list[Path]:
+    return sorted(path for path in (ROOT / folder).rglob("*.py") if "migrations" not in path.parts)
 
 
-def test_the_core_is_where_the_design_says():
-    assert {"mission_weave.core.lifecycle", "mission_weave.core.state",
-            "mission_weave.core.commands", "mission_weave.core.fencing",
-            "mission_weave.core.dag", "mission_weave.core.schemas", "mission_weave.core.chain",
-            "mission_weave.protocol.errors"} <= PURE_MODULES
+def within(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
 
 
-@pytest.mark.parametrize("path", PURE_FILES, ids=ids(PURE_FILES))
-def test_core_module_imports_nothing_of_the_shell(path):
-    imported = imported_modules(path)
+def breaks(paths, allowed) -> list[str]:
+    """'file:line imports module' for every import of `paths` that `allowed` refuses."""
+    return [f"{path.relative_to(ROOT)}:{line} imports {imported}"
+            for path in paths for line, imported in imports(path)
+            if not allowed(path, imported)]
 
-    shell = sorted(name for name in imported if name.split(".")[0] in SHELL)
-    first_party = {name for name in imported if name.split(".")[0] in FIRST_PARTY}
-    # A first-party name is pure if it is a pure module or package, or an attribute of one
-    # (`from .state import ACTIVE` yields "apps.work.state.ACTIVE").
-    impure = sorted(name for name in first_party
-                    if name not in PURE_MODULES | PURE_PACKAGES
-                    and name.rpartition(".")[0] not in PURE_MODULES)
-    assert shell == []
-    assert impure == []
+
+def first_party(name: str) -> bool:
+    return name.split(".")[0] in ("apps", "mission_weave", "tests", "scripts")
+
+
+@pytest.mark.parametrize("package", sorted(PURE_PACKAGES))
+def test_the_pure_packages_import_only_what_lies_below_them(package):
+    allowed_packages = PURE_PACKAGES[package]
+
+    def allowed(path, name):
+        if name.split(".")[0] in SHELL:
+            return False
+        return not first_party(name) or any(within(name, p) for p in allowed_packages)
+
+    assert breaks(sources(package.replace(".", "/")), allowed) == []
+
+
+@pytest.mark.parametrize("app", APP_LAYERS)
+def test_each_app_imports_only_the_apps_below_it(app):
+    below = APP_LAYERS[:APP_LAYERS.index(app)]
+
+    def allowed(path, name):
+        if not within(name, "apps") or name == "apps":
+            return True
+        other = name.split(".")[1]
+        return other == app or other in below
+
+    assert breaks(sources(f"apps/{app}"), allowed) == []
+
+
+def test_every_app_has_its_place_in_the_layers():
+    apps = {path.parent.name for path in (ROOT / "apps").glob("*/apps.py")}
+    assert apps == set(APP_LAYERS)
+
+
+def test_nothing_below_the_apps_imports_them():
+    """The project package's pure parts never reach up into the shell apps (the project
+    package's own shell modules, settings and urls, wire the apps together)."""
+    pure = [path for package in PURE_PACKAGES for path in sources(package.replace(".", "/"))]
+    assert breaks(pure, lambda path, name: not within(name, "apps")) == []
 
 
 IMPORT_CHECK = """
@@ -87,9 +116,10 @@ import importlib, json, sys
 importlib.import_module(sys.argv[1])
 print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in set(sys.argv[2:]))))
 """
+CORE_MODULES = sorted(module_name(path) for path in sources("mission_weave/core"))
 
 
-@pytest.mark.parametrize("module", sorted(PURE_MODULES))
+@pytest.mark.parametrize("module", CORE_MODULES)
 def test_core_module_imports_without_loading_django(module):
     env = {key: value for key, value in os.environ.items()
            if key != "DJANGO_SETTINGS_MODULE"}
@@ -102,12 +132,11 @@ def test_core_module_imports_without_loading_django(module):
     assert json.loads(result.stdout) == []
 
 
-def test_the_ast_check_resolves_relative_imports_into_the_shell():
-    # Guard the guard: store.py is shell (`from . import models`), lifecycle.py is not.
-    core = ROOT / "mission_weave" / "core"
-    assert "apps.work.models" in imported_modules(ROOT / "apps" / "work" / "store.py")
-    assert "mission_weave.core.state" in imported_modules(core / "lifecycle.py")
-    assert "apps.work.models" not in imported_modules(core / "lifecycle.py")
+def test_the_import_reader_resolves_relative_imports():
+    # Guard the guard: store.py reaches the shell relatively (`from . import models`).
+    found = {name for _line, name in imports(ROOT / "apps" / "work" / "store.py")}
+    assert "apps.work" in found or "apps.work.models" in found
+    assert any(within(name, "mission_weave.core") for name in found)
 
 
 def test_the_import_check_sees_django_when_it_is_loaded():

@@ -1,11 +1,8 @@
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView
 
-from apps.artifacts import blob_views, review_views
-from apps.artifacts import views as artifact_views
-from apps.delivery.views import CursorView
-
-from . import history_views, membership, reference, views
+from . import artifact_views, blob_views, history_views, membership, reference, review_views, views
+from .cursor_views import CursorView
 
 
 class IdConverter:

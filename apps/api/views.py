@@ -8,10 +8,10 @@ from django.utils import timezone
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from apps.identity import presence, principals, sessions
+from apps.identity import presence, principals
 from apps.ledger import authority, feed, history, pipeline
 from apps.ledger.models import CommandRecord
-from apps.work import capability_bearer
+from apps.work import capability_bearer, recovery
 from apps.work import models as work_models
 from mission_weave.core import state
 from mission_weave.protocol.canonical import domain_problem
@@ -68,7 +68,7 @@ class SessionsView(APIView):
                                "its canonical form without `signature`. Supersedes the previous "
                                "session and revokes the agent's active leases.")
     def post(self, request):
-        return JsonResponse(sessions.open_session(read_json(request), timezone.now()), status=201)
+        return JsonResponse(recovery.open_session(read_json(request), timezone.now()), status=201)
 
 
 class PresenceView(APIView):

@@ -5,3 +5,11 @@ class ArtifactsConfig(AppConfig):
     name = "apps.artifacts"
     label = "artifacts"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from apps.ledger import ports
+
+        from . import facts, tasks
+
+        ports.plug(facts=facts)  # signer keys, blobs, other Groups, for decisions
+        ports.subscribe(tasks.schedule)  # a committed submission starts its review

@@ -20,8 +20,7 @@ from celery import shared_task
 from django.db import DatabaseError
 from django.utils import timezone
 
-from apps.ledger import db, pipeline
-from apps.work import store
+from apps.ledger import db, pipeline, ports  # the projections through the port: work is above us
 from mission_weave.core import review
 from mission_weave.core.commands.review import current_review, review_step
 from mission_weave.core.state import SUBMITTED
@@ -57,7 +56,7 @@ def _enqueue(task, *args) -> None:
 def _current(group_id: str, item_id: str, submission_revision: int):
     """The WorkItem if its review is still for this submission (read without a lock: the
     decision checks again under it)."""
-    item = store.load_items(group_id, [item_id]).items.get(item_id)
+    item = ports.projections.load_items(group_id, [item_id]).items.get(item_id)
     return item if current_review(item, submission_revision) is not None else None
 
 
@@ -65,7 +64,7 @@ def _append(group_id: str, item_id: str, submission_revision: int, event_type: s
             outcome=None) -> list:
     return pipeline.submit_system(
         group_id, review_step(item_id, submission_revision, event_type, outcome),
-        timezone.now(), lambda g: store.load_items_and_missions(g, [item_id]))
+        timezone.now(), lambda g: ports.projections.load_items_and_missions(g, [item_id]))
 
 
 @shared_task(name="apps.artifacts.tasks.check_integrity", **RETRY)
@@ -126,7 +125,7 @@ STEP_TASKS = {review.INTEGRITY_CHECKED: check_integrity, review.CHECKS_COMPLETED
 def resume(limit: int = 500) -> int:
     """Beat: schedule the missing step of every submitted WorkItem whose review is behind
     (its task lost with the broker, or never run). Returns how many were scheduled."""
-    rows = db.fetch(f"SELECT group_id, doc FROM {store.ITEMS} WHERE state = %s "
+    rows = db.fetch(f"SELECT group_id, doc FROM {ports.projections.ITEMS} WHERE state = %s "
                     f"ORDER BY updated_at LIMIT %s", [SUBMITTED, limit])
     scheduled = 0
     for group_id, doc in rows:

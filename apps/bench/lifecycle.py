@@ -16,9 +16,10 @@ import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.utils import timezone
 
-from apps.identity import registry, sessions
+from apps.identity import registry
 from apps.identity.principals import Principal
 from apps.ledger import pipeline
+from apps.work import recovery
 from mission_weave.core.commands import derive_id
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.timefmt import format_time
@@ -52,7 +53,7 @@ class Agent:
             registry.add_member(group, f"agent:{name}", roles)
         request = {"agentId": name, "keyId": self.key_id, "nonce": uuid.uuid4().hex,
                    "issuedAt": format_time(timezone.now())}
-        opened = sessions.open_session(sign(request, self.key, self.key_id), timezone.now())
+        opened = recovery.open_session(sign(request, self.key, self.key_id), timezone.now())
         self.token, self.session_epoch = opened["token"], opened["sessionEpoch"]
 
     def command(self, group_id: str, type_: str, body: dict, **fields) -> tuple[str, bytes]:

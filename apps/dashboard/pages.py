@@ -2,10 +2,10 @@
 Each function takes a Viewer whose membership was checked, and reads that Group only."""
 
 from apps.api import reads
+from apps.api.artifact_views import HASH
 from apps.api.views import audit_trail
 from apps.artifacts import provenance
 from apps.artifacts.models import Artifact
-from apps.artifacts.views import HASH
 from apps.ledger.models import Event, Group
 from apps.work import models as work_models
 from mission_weave.core import state

@@ -7,6 +7,9 @@ class DeliveryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self):
-        from . import signals
+        from apps.ledger import ports
+
+        from . import hub, signals
 
         signals.connect()
+        ports.plug(local_hub=hub.HUB)  # commits reach this process's sockets without Redis

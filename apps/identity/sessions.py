@@ -1,5 +1,6 @@
 """Opening an Agent session (PROTOCOL §1): signed, fresh, nonce used once; a new
-session supersedes the old one and revokes the Agent's leases before it returns."""
+session supersedes the old one. Revoking the Agent's leases (§11.3) is the work app's:
+callers open sessions through apps/work/recovery.py's open_session."""
 
 import secrets
 from datetime import datetime, timedelta
@@ -50,8 +51,5 @@ def open_session(request: dict, now: datetime) -> dict:
                 token_hash=principals.token_hash(token), created_at=now, expires_at=expires_at)
     except IntegrityError:
         raise ProtocolError("NONCE_REUSED", "this nonce was already used to open a session")
-    from apps.work.recovery import revoke_agent_leases  # work depends on identity, not back
-
-    revoke_agent_leases(agent_id, now)
     return {"sessionId": session.id, "sessionEpoch": session.epoch, "token": token,
             "expiresAt": format_time(expires_at)}

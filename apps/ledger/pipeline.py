@@ -7,7 +7,9 @@ Idempotency rests on the unique (group, command id) constraint: a repeated id ro
 its attempt back and gets the first answer, so the common path spends no query on it.
 
 HTTP, WebSocket, the dashboard and the sweeper all come through `submit` or
-`submit_system`; nothing else writes the log or the projections.
+`submit_system`; nothing else writes the log or the projections. What the pipeline asks
+of the apps above the log (who the sender is, the projections, facts outside the log)
+and whom it tells of a commit, it reaches through `ports`, where those apps plug in.
 """
 
 from dataclasses import dataclass
@@ -17,17 +19,13 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from apps.artifacts import facts as artifact_facts
-from apps.identity import principals
-from apps.identity.principals import Principal
-from apps.work import capability_bearer, store
 from mission_weave.core import chain, commands, state
 from mission_weave.core.commands import Context, Policy
 from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import db, history, publish
+from . import db, history, ports, publish
 from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
 
@@ -50,25 +48,25 @@ def policy() -> Policy:
         auto_offer_seconds=settings.MW_AUTO_OFFER_SECONDS)
 
 
-def submit(group_id: str, envelope, principal: Principal, now: datetime | None = None) -> Answer:
+def submit(group_id: str, envelope, principal, now: datetime | None = None) -> Answer:
     """Decide one signed command and answer it, over any transport. An answer that
     issued the sender a capability token carries its bearer string too (never stored:
     derived again for a repeated answer)."""
     answer = _answer(group_id, envelope, principal, now or timezone.now())
     if answer.status != 200:
         return answer
-    return Answer(200, capability_bearer.with_bearer(group_id, answer.body, principal))
+    return Answer(200, ports.answers.with_bearer(group_id, answer.body, principal))
 
 
-def _answer(group_id: str, envelope, principal: Principal, now: datetime) -> Answer:
+def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
     """Decide one signed command and answer it. Failures of identity, membership or
     envelope raise ProtocolError and are not remembered (they prove nothing about the
     id); a decision, acceptance or rejection, is remembered under the command id."""
     signed = envelopes.check_envelope(envelope, group_id)
-    member = principals.membership(group_id, principal, signature_key_id(envelope))
+    member = ports.members.membership(group_id, principal, signature_key_id(envelope))
     fingerprint = sha256_hex(signed)  # what the signature covers is the command's content
     try:
-        principals.check_envelope_identity(envelope, principal, member, signed, now)
+        ports.members.check_envelope_identity(envelope, principal, member, signed, now)
     except ProtocolError as error:
         # A signed retry from an earlier session, or sent late, still gets the answer
         # its command id was given; only a new decision needs a current session.
@@ -76,25 +74,26 @@ def _answer(group_id: str, envelope, principal: Principal, now: datetime) -> Ans
         if prior is None:
             raise
         return _repeat(prior, fingerprint)
-    principals.check_membership_epoch(member, envelope["membershipEpoch"])
+    ports.members.check_membership_epoch(member, envelope["membershipEpoch"])
     command = envelopes.to_command(envelope, member.roles)
 
     try:
         with transaction.atomic():
-            others = artifact_facts.other_groups(command)
+            others = ports.facts.other_groups(command)
             if others:
                 heads = _lock_groups(group_id, others)
-                view = store.load(group_id, command)
+                view = ports.projections.load(group_id, command)
             else:
                 # The lock and the first read in one round trip: the read runs once the
                 # lock is granted, so it sees every command decided before this one.
-                locked, view = store.load_after(group_id, command, _lock_statement(group_id))
+                locked, view = ports.projections.load_after(group_id, command,
+                                                            _lock_statement(group_id))
                 heads = {group_id: _locked_head(locked)}
             head = heads[group_id]
             try:
-                context = Context(now=now, policy=policy(),
-                                  candidates=store.candidates(group_id, command, view),
-                                  facts=artifact_facts.load(group_id, command, head[0]))
+                candidates = ports.projections.candidates(group_id, command, view)
+                context = Context(now=now, policy=policy(), candidates=candidates,
+                                  facts=ports.facts.load(group_id, command, head[0]))
                 drafts = commands.decide(view, command, context)
             except ProtocolError as rejection:
                 answer = Answer(rejection.http_status, rejection.as_json())
@@ -164,7 +163,7 @@ class Prepared:
     version: object  # the projection row's version the events were decided from
     templates: tuple  # chain.Template per event
     rows: tuple  # per event: (type, occurred_at, mission_id, work_item_id, revision, data)
-    patch: tuple  # store.item_patch
+    patch: tuple  # the projections' item_patch
 
 
 def prepare_system(group_id: str, view: state.View, versions: dict, drafts: list,
@@ -195,8 +194,9 @@ def prepare_system(group_id: str, view: state.View, versions: dict, drafts: list
                 view.missions.keys() or any(alone.missions[k] is not m
                                             for k, m in view.missions.items()):
             raise ValueError(f"{item_drafts[0].type} changes more than WorkItem {item_id}")
+        patch = ports.projections.item_patch(group_id, before, alone.items[item_id])
         prepared.append(Prepared(item_id, versions[item_id], tuple(templates), tuple(rows),
-                                 store.item_patch(group_id, before, alone.items[item_id])))
+                                 patch))
     return prepared
 
 
@@ -210,7 +210,7 @@ def submit_prepared(group_id: str, prepared: list, skip_locked: bool = False) ->
         head = _lock(group_id, skip_locked)
         if head is None:
             return None
-        current = store.versions(group_id, [p.work_item_id for p in prepared])
+        current = ports.projections.versions(group_id, [p.work_item_id for p in prepared])
         kept = [p for p in prepared if current.get(p.work_item_id) == p.version]
         if not kept:
             return []
@@ -230,7 +230,7 @@ def submit_prepared(group_id: str, prepared: list, skip_locked: bool = False) ->
         db.copy(EVENTS, EVENT_COLUMNS, rows)
         db.execute_batch([(f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s "
                            f"WHERE id = %s", [sequence, prev_hash, group_id]),
-                          store.patch_items([p.patch for p in kept])])
+                          ports.projections.patch_items([p.patch for p in kept])])
         transaction.on_commit(lambda: publish.events(group_id, documents))
     return documents
 
@@ -349,17 +349,16 @@ def _append(group_id: str, head: tuple, view: state.View, drafts: list, actor: s
     writes = [db.insert(EVENTS, EVENT_COLUMNS, rows),
               (f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s WHERE id = %s",
                [sequence, prev_hash, group_id]),
-              *store.changes(group_id, before, view)]
+              *ports.projections.changes(group_id, before, view)]
     transaction.on_commit(lambda: publish.events(group_id, documents))
     transaction.on_commit(lambda: _follow_up(group_id, documents))
     return documents, writes
 
 
 def _follow_up(group_id: str, documents: list) -> None:
-    """Background work that committed events start: a submission's review (§13.2)."""
-    from apps.artifacts import tasks  # late: the review's tasks append through this module
-
-    tasks.schedule(group_id, documents)
+    """Tell whoever subscribed (the review, §13.2) what was committed."""
+    for subscriber in ports.committed:
+        subscriber(group_id, documents)
 
 
 def _revision(view: state.View, draft) -> int | None:

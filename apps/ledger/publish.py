@@ -4,7 +4,7 @@ Redis is a hint, PostgreSQL the record: a lost push is filled from the log by
 sequence, so a failure here is logged, never raised. With Redis configured a commit
 costs one PUBLISH on `mw:events:<groupId>`, and each web process's one subscription
 fans it out to its own WebSocket subscribers (apps/delivery/hub.py); without Redis
-(embedded, one process) the events go straight to that process's hub. A membership
+(one process) the events go straight to that process's hub. A membership
 change is announced the same way on `mw:members:<groupId>`.
 The push runs on the server's event loop when daphne serves us, otherwise on one
 background loop per process (management commands, Celery).
@@ -16,6 +16,8 @@ import logging
 import threading
 
 from django.conf import settings
+
+from . import ports
 
 log = logging.getLogger(__name__)
 
@@ -75,11 +77,10 @@ def _send(channel: str, message: str) -> None:
 
 
 def _to_local_hub(method: str, group_id: str, argument) -> None:
-    # Embedded: the only subscribers are this process's, on the server's loop.
-    if _server_loop is not None and _server_loop.is_running():
-        from apps.delivery import hub
-
-        _server_loop.call_soon_threadsafe(getattr(hub.HUB, method), group_id, argument)
+    # No Redis: the only subscribers are this process's (the hub delivery plugged into
+    # ports.local_hub), on the server's loop.
+    if ports.local_hub is not None and _server_loop is not None and _server_loop.is_running():
+        _server_loop.call_soon_threadsafe(getattr(ports.local_hub, method), group_id, argument)
 
 
 async def _publish(channel: str, message: str) -> None:

@@ -5,14 +5,11 @@ the authority's signature."""
 
 import json
 
-from apps.artifacts import store as artifact_store
-from apps.work import models as work_models
-from apps.work import store
 from mission_weave.core import chain, state
 from mission_weave.protocol import canonical
 from mission_weave.protocol.timefmt import parse_time
 
-from . import authority, history
+from . import authority, history, ports
 from .models import Group, Snapshot
 
 BATCH = 2000
@@ -77,21 +74,10 @@ def replay(group_id: str) -> tuple[state.View, list]:
 
 
 def verify_group(group_id: str) -> list:
-    """Every difference between the log and the live state, as sentences; [] is healthy."""
+    """Every difference between the log and the live state, as sentences; [] is healthy.
+    The projections compare their own tables with the replay (ports.projections)."""
     replayed, problems = replay(group_id)
-    live = store.load_all(group_id)
-    for kind in ("missions", "items", "proposals"):
-        expected, actual = getattr(replayed, kind), getattr(live, kind)
-        for key in sorted(set(expected) | set(actual)):
-            if key not in actual:
-                problems.append(f"{kind[:-1]} {key} is in the log but not in the live table")
-            elif key not in expected:
-                problems.append(f"{kind[:-1]} {key} is in the live table but not in the log")
-            elif state.to_doc(expected[key]) != state.to_doc(actual[key]):
-                problems.append(f"{kind[:-1]} {key} differs from its replay")
-    problems += _columns(group_id, replayed)
-    problems += artifact_store.verify(group_id, replayed, live)
-    return problems
+    return problems + ports.projections.differences(group_id, replayed)
 
 
 def _floor(group: Group) -> list:
@@ -134,16 +120,3 @@ def _snapshot_checks(group_id: str) -> _SnapshotChecks:
                                        f"sequence {snapshot.sequence}")
         checks[snapshot.sequence] = check
     return checks
-
-
-def _columns(group_id: str, replayed: state.View) -> list:
-    """The query columns must agree with the documents they are derived from."""
-    problems = []
-    for row in work_models.WorkItem.objects.filter(group_id=group_id):
-        item = replayed.items.get(row.work_item_id)
-        if item is None:
-            continue
-        for column, value in store.item_columns(item).items():
-            if getattr(row, column) != value:
-                problems.append(f"item {item.id}: column {column} differs from its replay")
-    return problems

@@ -5,3 +5,12 @@ class WorkConfig(AppConfig):
     name = "apps.work"
     label = "work"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self):
+        from apps.ledger import ports
+
+        from . import capability_bearer, store
+
+        # The pipeline loads and writes the projections through the store, and answers
+        # carry their capability token's bearer string.
+        ports.plug(projections=store, answers=capability_bearer)

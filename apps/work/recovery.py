@@ -2,11 +2,21 @@
 
 from datetime import datetime
 
+from apps.identity import sessions
 from apps.ledger import pipeline
 from mission_weave.core import commands
 from mission_weave.core.state import ACTIVE
 
 from . import models, store
+
+
+def open_session(request: dict, now: datetime) -> dict:
+    """Open an Agent session (PROTOCOL §1). It supersedes the Agent's previous one, whose
+    leases are revoked and their WorkItems returned to `queued` before this returns
+    (§11.3: before the new runtime may start them under new leases)."""
+    opened = sessions.open_session(request, now)
+    revoke_agent_leases(request["agentId"], now)
+    return opened
 
 
 def revoke_agent_leases(agent_id: str, now: datetime) -> int:

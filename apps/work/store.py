@@ -148,6 +148,31 @@ def load_all(group_id: str) -> View:
     return view
 
 
+def differences(group_id: str, replayed: View) -> list:
+    """mw_verify's comparison: every way the live tables differ from `replayed`, the
+    Group's log replayed through evolve, as sentences; [] when they agree."""
+    live = load_all(group_id)
+    problems = []
+    for kind in ("missions", "items", "proposals"):
+        expected, actual = getattr(replayed, kind), getattr(live, kind)
+        for key in sorted(set(expected) | set(actual)):
+            if key not in actual:
+                problems.append(f"{kind[:-1]} {key} is in the log but not in the live table")
+            elif key not in expected:
+                problems.append(f"{kind[:-1]} {key} is in the live table but not in the log")
+            elif state.to_doc(expected[key]) != state.to_doc(actual[key]):
+                problems.append(f"{kind[:-1]} {key} differs from its replay")
+    # The query columns must agree with the documents they are derived from.
+    for row in models.WorkItem.objects.filter(group_id=group_id):
+        item = replayed.items.get(row.work_item_id)
+        if item is None:
+            continue
+        for column, value in item_columns(item).items():
+            if getattr(row, column) != value:
+                problems.append(f"item {item.id}: column {column} differs from its replay")
+    return problems + artifact_store.verify(group_id, replayed, live)
+
+
 def candidates(group_id: str, command: Command, view: View | None = None) -> dict:
     """The facts (commands.Candidate) of the agents a command may place work with:
     work.offer's named candidates, or every worker of the Group for "auto"; the actor of

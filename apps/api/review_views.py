@@ -7,11 +7,12 @@ from django.http import JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
-from apps.api.openapi import ONE, errors, ref
-from apps.api.views import _item, member_of
 from apps.ledger.models import Event
 from apps.ledger.pipeline import event_document
 from mission_weave.core import review
+
+from .openapi import ONE, errors, ref
+from .views import _item, member_of
 
 HISTORY_TYPES = ("work.submitted", *review.ORDER, review.EVIDENCE_RECORDED, "work.verified",
                  "work.failed")

@@ -9,13 +9,13 @@ from django.http import JsonResponse
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
-from apps.api.openapi import ONE, errors, ref
-from apps.api.views import member_of
+from apps.artifacts import provenance
+from apps.artifacts.store import PACKAGES
 from apps.ledger import db, history
 from mission_weave.protocol.errors import ProtocolError
 
-from . import provenance
-from .store import PACKAGES
+from .openapi import ONE, errors, ref
+from .views import member_of
 
 HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 

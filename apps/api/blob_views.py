@@ -9,11 +9,11 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
-from apps.api.openapi import AUTH, errors, ref
-from apps.api.views import principal_of
+from apps.artifacts import blobs
 from mission_weave.protocol.errors import ProtocolError
 
-from . import blobs
+from .openapi import AUTH, errors, ref
+from .views import principal_of
 
 
 class BlobView(APIView):

@@ -4,10 +4,10 @@ from django.http import JsonResponse
 from drf_spectacular.utils import extend_schema
 from rest_framework.views import APIView
 
-from apps.api.openapi import MEMBER, errors, ref
-from apps.api.views import principal_of
+from apps.delivery import cursors
 
-from . import cursors
+from .openapi import MEMBER, errors, ref
+from .views import principal_of
 
 
 class CursorView(APIView):

@@ -8,10 +8,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.utils import timezone
 
-from apps.identity import principals, registry, sessions
+from apps.identity import principals, registry
 from apps.identity.principals import Principal
 from apps.ledger import pipeline
 from apps.ledger.operator import OperatorCommand
+from apps.work import recovery
 from apps.work.models import Mission
 from mission_weave.protocol import canonical
 from mission_weave.protocol.timefmt import format_time
@@ -98,7 +99,7 @@ class Command(OperatorCommand):
         now = timezone.now()
         request = {"agentId": coordinator["agentId"], "keyId": coordinator["keyId"],
                    "nonce": uuid.uuid4().hex, "issuedAt": format_time(now)}
-        session = sessions.open_session(
+        session = recovery.open_session(
             canonical.sign(request, coordinator["key"], coordinator["keyId"]), now)
         principal = Principal("agent:coordinator", session["sessionEpoch"])
         membership_epoch = principals.membership(group.id, principal).epoch
