@@ -6,6 +6,7 @@ page, with a worker that runs as written: docs/sdk.md.
 - `inbox`: per-Group, in-order, deduplicated delivery with a durable Cursor (one that
   belongs to another log, after a server reset, starts over from sequence 0);
 - `queues`: per-Group work state rebuilt by replaying events;
+- `admission`: the Worker's admission control (§10.3), a pure decision per offer;
 - `worker`: a runnable Worker (`python -m mission_weave.sdk.worker`, `--once`);
 - `coordinator`: a tiny demo coordinator loop (`python -m mission_weave.sdk.coordinator`).
 """

@@ -113,6 +113,11 @@ class Client:
             self._memberships[group_id] = await self.get(f"/api/v1/groups/{group_id}/membership")
         return self._memberships[group_id]
 
+    def known_membership(self, group_id: str) -> dict | None:
+        """The membership as last read (`membership()`, or re-read by `command()` on
+        STALE_MEMBERSHIP), without a request; None before the first read."""
+        return self._memberships.get(group_id)
+
     # --- commands (§2) ---------------------------------------------------------------
 
     def envelope(self, group_id: str, type_: str, body: dict, membership_epoch: int,

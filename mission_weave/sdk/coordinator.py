@@ -7,9 +7,18 @@ It follows the Group (inbox.py, queues.py) and, after every batch of events:
   met, and re-offers an `offered` one whose offers all lapsed or were declined;
 - follows the server's review of each `submitted` WorkItem (§13.2): records reviewer
   Evidence (`evidence.record`) for the criteria no deterministic check decides, saying
-  whether the submission's Evidence covers them, then accepts (`work.accept_result`)
-  what the evaluation passed and fails (`work.fail`) what it failed.
+  whether the submission's Evidence covers them, then accepts (`work.accept_result`, with
+  its own Evidence of how it decided) what the evaluation passed and fails (`work.fail`)
+  what it failed. Reviewer Evidence is recorded once per submission: the review's
+  evaluation is re-appended only after the Evidence arrives, so until then it still
+  shows none, and the coordinator goes by the review's own `reviewerEvidence` and by
+  what it recorded itself.
 It judges coverage, not content: a real reviewer Agent or a human would.
+
+It acts only on the Missions it coordinates (§10.2, PROTOCOL §2 "who"): a Mission whose
+`coordinatorId` is this agent, or whose `delegates` name it, as `mission.created` says; a
+child Mission (`mission.child_created`) has its parent's coordinator and delegates. Other
+coordinators' Missions in the same Group are left alone (`Missions.coordinated_by`).
 """
 
 import argparse
@@ -32,34 +41,96 @@ log = logging.getLogger("mission_weave.sdk.coordinator")
 OFFER_SECONDS = 600
 
 
+class Missions:
+    """Who coordinates each Mission of the Group, folded from its events (and a
+    snapshot's Mission documents). Pure."""
+
+    def __init__(self):
+        self.applied = 0
+        self.coordinators: dict[str, tuple] = {}  # mission id -> (coordinatorId, *delegates)
+
+    def apply(self, event: dict) -> None:
+        if event["sequence"] <= self.applied:
+            return
+        self.applied = event["sequence"]
+        data = event.get("data") or {}
+        if event["type"] == "mission.created":
+            self._add(data.get("missionId") or event.get("missionId"),
+                      data.get("coordinatorId"), data.get("delegates"))
+        elif event["type"] == "mission.child_created":
+            # The child has its parent's coordinator and delegates; the event says so (a
+            # server that did not write them into the event: the parent's, as folded).
+            parent = self.coordinators.get(event.get("missionId"), (None,))
+            coordinator = data.get("coordinatorId") or parent[0]
+            delegates = data["delegates"] if "delegates" in data else list(parent[1:])
+            self._add(data.get("childMissionId"), coordinator, delegates)
+
+    def _add(self, mission_id, coordinator, delegates) -> None:
+        if mission_id:
+            self.coordinators[mission_id] = (coordinator, *(d for d in delegates or ()
+                                                            if d != coordinator))
+
+    def load_snapshot(self, sequence: int, missions: list) -> None:
+        """From a snapshot's Mission documents (snake_case projections)."""
+        self.coordinators = {}
+        for doc in missions:
+            self._add(doc["id"], doc.get("coordinator_id"), doc.get("delegates"))
+        self.applied = sequence
+
+    def coordinated_by(self, mission_id: str | None, principal: str) -> bool:
+        """Whether `principal` is the Mission's coordinator or one of its delegates (an
+        unknown Mission: no)."""
+        return principal in self.coordinators.get(mission_id or "", ())
+
+
 class Coordinator:
     def __init__(self, client: Client, group_id: str, cursor_path: str | Path, *,
                  transport: str = "auto", tick_seconds: float = 2.0):
         self.client, self.group_id = client, group_id
         self.cursor_path, self.transport, self.tick_seconds = cursor_path, transport, tick_seconds
         self.work = GroupWork(group_id)
+        self.missions = Missions()
         self.tried: dict = {}  # item id -> the sequence at which it was last acted on
         self.waiting: dict = {}  # item id -> the last sequence our command on it appended
+        self.reviewed: dict = {}  # item id -> the submissionRevision we gave Evidence for
         self.wake = asyncio.Event()
+
+    def apply(self, event: dict) -> None:
+        """Fold one event of the Group into the view."""
+        self.work.apply(event)
+        self.missions.apply(event)
+
+    def coordinates(self, item: Item) -> bool:
+        """Whether this agent may act as the Coordinator of the item's Mission."""
+        return self.missions.coordinated_by(item.mission_id, self.client.principal)
 
     async def run(self, stop: asyncio.Event | None = None) -> None:
         stop = stop or asyncio.Event()
         await self.client.open_session()
 
         async def apply(event):
-            self.work.apply(event)
+            self.apply(event)
             self.wake.set()
 
+        async def snapshot(group_id, document):  # the log below it is archived
+            if document["sequence"] > self.work.applied:
+                self.work.load_snapshot(document["sequence"],
+                                        document["state"].get("workItems", []))
+                self.missions.load_snapshot(document["sequence"],
+                                            document["state"].get("missions", []))
+
         # The view starts from a full replay; the live inbox then keeps it current.
-        await Inbox(self.client, [self.group_id], apply, CursorStore(":memory:"),
+        await Inbox(self.client, [self.group_id], apply, CursorStore(":memory:"), snapshot,
                     transport="http").catch_up(self.group_id)
         async def restart(group_id):  # the stored Cursor was from a reset server's log
             self.work = GroupWork(group_id)
+            self.missions = Missions()
             self.tried.clear()
             self.waiting.clear()
+            self.reviewed.clear()
 
         inbox = Inbox(self.client, [self.group_id], apply, CursorStore(self.cursor_path),
-                      on_restart=restart, transport=self.transport)
+                      snapshot, on_restart=restart, transport=self.transport)
         task = asyncio.create_task(inbox.run(stop))
         try:
             await tick_until_stopped(self.tick, self.wake, stop, self.tick_seconds, [task])
@@ -70,6 +141,8 @@ class Coordinator:
     async def tick(self) -> None:
         now = utcnow()
         for item in list(self.work.items.values()):
+            if not self.coordinates(item):
+                continue  # another coordinator's Mission
             if self.tried.get(item.id) == self.work.applied \
                     or self.waiting.get(item.id, 0) > self.work.applied:
                 continue  # nothing new since we last acted on it, or our act not seen yet
@@ -91,7 +164,11 @@ class Coordinator:
         if evaluation is None:
             return  # not evaluated yet: the review's own events wake us again
         if evaluation["verdict"] == "pass":
-            await self._act(item, "work.accept_result", {"evidence": []})
+            # The acceptance carries our own record of how we decided (§13.2).
+            await self._act(item, "work.accept_result", {"evidence": [self._evidence(
+                item, list(item.criteria), "pass: the server's review passed every criterion "
+                "(demo coordinator: accepted on that evaluation)", detail,
+                method="demo-coordinator: review evaluation")]})
         elif evaluation["verdict"] == "fail":
             failing = evaluation["failing"] or list(item.criteria)
             await self._act(item, "work.fail", {
@@ -99,38 +176,54 @@ class Coordinator:
                                                            "the review", detail)],
                 "reason": f"the review failed {failing}"})
         else:
-            awaiting = [c for c in evaluation["criteria"]
-                        if c["verdict"] == "pending" and c["decidedBy"] == "reviewer"
-                        and not c["reviewerEvidence"]]
-            covered = [c["id"] for c in awaiting if c["submittedEvidence"]]
-            missing = [c["id"] for c in awaiting if not c["submittedEvidence"]]
-            records = []
-            if covered:
-                records.append(self._evidence(item, covered, "pass: the submission's Evidence "
-                                              "covers it (demo coordinator: coverage only, "
-                                              "not content)", detail))
-            if missing:
-                records.append(self._evidence(item, missing, "fail: no Evidence was submitted "
-                                              "for it", detail))
-            if records:
-                await self._act(item, "evidence.record", {"evidence": records})
+            await self._record_evidence(item, detail, evaluation)
 
-    def _evidence(self, item: Item, criteria: list, result: str, detail: dict) -> dict:
+    async def _record_evidence(self, item: Item, detail: dict, evaluation: dict) -> None:
+        """Reviewer Evidence for the criteria left to a reviewer, once per submission.
+        The evaluation is appended again only after our Evidence arrives, so until then
+        it still lists none: what counts is the review's own `reviewerEvidence` (every
+        record so far) and what we recorded for this submission ourselves."""
+        review = detail.get("review") or {}
+        submission = review.get("submissionRevision")
+        if submission is not None and self.reviewed.get(item.id) == submission:
+            return  # already given for this submission; the evaluation will follow
+        cited = {c for record in review.get("reviewerEvidence", [])
+                 for c in record.get("criteria", [])}
+        awaiting = [c for c in evaluation["criteria"]
+                    if c["verdict"] == "pending" and c["decidedBy"] == "reviewer"
+                    and not c["reviewerEvidence"] and c["id"] not in cited]
+        covered = [c["id"] for c in awaiting if c["submittedEvidence"]]
+        missing = [c["id"] for c in awaiting if not c["submittedEvidence"]]
+        records = []
+        if covered:
+            records.append(self._evidence(item, covered, "pass: the submission's Evidence "
+                                          "covers it (demo coordinator: coverage only, "
+                                          "not content)", detail))
+        if missing:
+            records.append(self._evidence(item, missing, "fail: no Evidence was submitted "
+                                          "for it", detail))
+        if records and await self._act(item, "evidence.record", {"evidence": records}):
+            self.reviewed[item.id] = submission
+
+    def _evidence(self, item: Item, criteria: list, result: str, detail: dict,
+                  method: str = "demo-coordinator: Evidence coverage") -> dict:
         return {"id": f"ev-{uuid.uuid4().hex[:16]}", "subject": f"workItem:{item.id}",
-                "criteria": criteria, "method": "demo-coordinator: Evidence coverage",
+                "criteria": criteria, "method": method,
                 "result": result, "producer": self.client.principal,
                 "timestamp": format_time(utcnow()),
                 "artifacts": list((detail.get("submission") or {}).get("artifacts", []))}
 
-    async def _act(self, item: Item, type_: str, body: dict) -> None:
+    async def _act(self, item: Item, type_: str, body: dict) -> bool:
         self.tried[item.id] = self.work.applied
         try:
             answer = await self.client.command(self.group_id, type_, body, workItemId=item.id)
-            log.info("%s %s", type_, item.id)
-            # Act on this item again only once our own events are in the view.
-            self.waiting[item.id] = max((e["sequence"] for e in answer["events"]), default=0)
         except ApiError as error:  # e.g. no eligible worker yet: try again on news
             log.info("%s %s refused: %s %s", type_, item.id, error.code, error.message)
+            return False
+        log.info("%s %s", type_, item.id)
+        # Act on this item again only once our own events are in the view.
+        self.waiting[item.id] = max((e["sequence"] for e in answer["events"]), default=0)
+        return True
 
 
 def main(argv=None) -> None:

@@ -121,7 +121,12 @@ class GroupWork:
     # --- what the Worker and the coordinator read ------------------------------------
 
     def owned(self, agent_id: str, states=("queued", "active")) -> list:
-        return [i for i in self.items.values() if i.owner == agent_id and i.state in states]
+        """The items the agent owns live in `states`: its load against maxConcurrency.
+        An active item whose lease closed without leaving `active` timed out
+        (`lease.expired`): it is the Coordinator's to reassign (§11.5), no longer ours,
+        as the server's capacity backstop counts it too."""
+        return [i for i in self.items.values() if i.owner == agent_id and i.state in states
+                and not (i.state == "active" and i.lease_id is None)]
 
     def queue(self, agent_id: str, now: datetime) -> list:
         """The agent's queued items, as the Scheduler takes them (§11.1)."""

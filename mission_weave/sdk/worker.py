@@ -4,10 +4,20 @@
         --handler mission_weave.sdk.demo:handle --url http://127.0.0.1:8000
 
 It opens a session, rebuilds its queues by replaying the Group logs, subscribes to
-them (inbox.py), reports Presence, accepts the offers addressed to it while it has
-room (its Agent Card's maxConcurrency), lets the Scheduler (scheduler.py) choose which
-queued WorkItem starts in which slot, starts it, renews the lease while the handler
-runs, and submits the handler's result with its Evidence (or fails it with Evidence).
+them (inbox.py), reports Presence, accepts the offers addressed to it that pass its
+admission control (admission.py: authorization, capability ids and versions,
+dependencies, concurrency, queue capacity, deadline and budgets, with the
+`estimate_seconds(contract)` / `estimate_cost(contract)` hooks) and declines the others
+with a reason, lets the Scheduler (scheduler.py) choose which queued WorkItem starts in
+which slot, starts it, renews the lease while the handler runs, and submits the
+handler's result with its Evidence (or fails it with Evidence).
+
+The handler runs only while the lease is the worker's: a refused renewal, none that
+reaches the server before the lease expires, or the lease closing in the log cancels
+the handler's task (asyncio cancellation at its next await) and nothing is submitted
+(outcome `lease-lost`). A refused `work.submit` is an error for the caller, and the item
+is failed with the refusal as Evidence, unless the refusal says the lease is no longer
+the worker's (LEASE_GONE): then it is only reported.
 
 The handler is `async def handle(ctx: WorkContext) -> dict`, returning
 `{"evidence": [Evidence], "artifacts": [hash]}`; `ctx.evidence(...)` builds Evidence,
@@ -18,7 +28,8 @@ resolves what it needs. docs/sdk.md is the newcomer's page.
 
 With `--once` it processes one WorkItem to its end (submitted, blocked, checkpointed,
 or failed) and exits: 0 when it was submitted, blocked or checkpointed, 1 with a
-message when the handler failed or the server refused one of the commands.
+message (naming the server's error code) when the handler failed, the lease was lost or
+the server refused one of the commands.
 """
 
 import argparse
@@ -27,19 +38,22 @@ import importlib
 import inspect
 import json
 import logging
+import math
 import os
+import statistics
 import sys
 import uuid
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Mapping
 
 import httpx
 
 from mission_weave.protocol.idempotency import idempotency_key
 from mission_weave.protocol.timefmt import format_time, parse_time
 
-from . import disclosure, scheduler
+from . import admission, disclosure, scheduler
 from .client import ApiError, Client, utcnow
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
@@ -49,6 +63,13 @@ from .ticks import stop_on_signals, tick_until_stopped
 log = logging.getLogger("mission_weave.sdk.worker")
 
 Handler = Callable[["WorkContext"], Awaitable[dict | None]]
+
+DEFAULT_ESTIMATE_SECONDS = 60.0  # a run's duration when the worker has no history yet
+START_WINDOW_SECONDS = 600  # the server's default start window (MW_START_WINDOW_SECONDS)
+# Refusals that say the lease (or the ownership, or the session) is no longer this
+# worker's: it can neither submit nor fail the item any more.
+LEASE_GONE = frozenset({"STALE_LEASE", "LEASE_EXPIRED", "STALE_OWNERSHIP", "OWNER_CHANGED",
+                        "STALE_SESSION"})
 
 
 class Preempted(Exception):
@@ -61,7 +82,7 @@ class Outcome:
 
     group_id: str
     work_item_id: str
-    state: str  # submitted | blocked | checkpointed | failed | refused | stopped
+    state: str  # submitted | blocked | checkpointed | failed | refused | lease-lost | stopped
     ok: bool
     message: str
 
@@ -83,10 +104,28 @@ class WorkContext:
         self.preemption = asyncio.Event()
         self.checkpointed = False  # the lease was released by checkpoint() or block()
         self.blocked = False
+        self.lease_expires_at = None  # the lease's expiry as last granted or renewed
+        # Why the lease is no longer this worker's (a refused or failed renewal, or its
+        # revocation, expiry or the item's cancellation in the log); None while it holds it.
+        self.lease_lost: str | None = None
+        self._task: asyncio.Task | None = None  # the handler's task
+        self._releasing = False  # a checkpoint or block is on its way
+        self._finishing = False  # the worker is submitting or failing the item itself
 
     @property
     def preemption_requested(self) -> bool:
         return self.preemption.is_set()
+
+    def _lose_lease(self, why: str) -> None:
+        """The lease is gone: the handler is cancelled (asyncio cancellation at its next
+        await) and the worker will not submit for it."""
+        if self.checkpointed or self._releasing or self._finishing:
+            return  # the handler or the worker is releasing the lease (or did): not a loss
+        if self.lease_lost is None:
+            self.lease_lost = why
+            log.warning("lease of %s lost (%s): cancelling its handler", self.work_item_id, why)
+        if self._task is not None and not self._task.done():
+            self._task.cancel()
 
     @property
     def producer(self) -> str:
@@ -119,10 +158,16 @@ class WorkContext:
         body = {"progress": {"phase": phase, **progress}}
         if state_artifact:
             body["stateArtifact"] = state_artifact
-        answer = await self.client.command(self.group_id, "work.checkpoint", body,
-                                           **self._lease_fields())
+        answer = await self._release("work.checkpoint", body)
         self.checkpointed = True
         return answer
+
+    async def _release(self, type_: str, body: dict) -> dict:
+        self._releasing = True
+        try:
+            return await self.client.command(self.group_id, type_, body, **self._lease_fields())
+        finally:
+            self._releasing = False
 
     async def block(self, required_resolution: str, phase: str,
                     state_artifact: str | None = None, blocked_lease_seconds: int | None = None,
@@ -136,8 +181,7 @@ class WorkContext:
         body = {"checkpoint": checkpoint, "requiredResolution": required_resolution}
         if blocked_lease_seconds:
             body["blockedLeaseSeconds"] = blocked_lease_seconds
-        answer = await self.client.command(self.group_id, "work.block", body,
-                                           **self._lease_fields())
+        answer = await self._release("work.block", body)
         self.checkpointed = self.blocked = True
         return answer
 
@@ -176,8 +220,29 @@ class Worker:
     def __init__(self, client: Client, groups: list[str], handler: Handler,
                  cursor_path: str | Path, *, transport: str = "auto",
                  presence_seconds: float = 30.0, lease_seconds: int | None = None,
-                 tick_seconds: float = 1.0, once: bool = False):
+                 tick_seconds: float = 1.0, once: bool = False,
+                 capability_ranges: Mapping[str, str] | None = None,
+                 needs: Mapping[str, list] | None = None, queue_capacity: int | None = None,
+                 start_window_seconds: int = START_WINDOW_SECONDS,
+                 estimate_seconds: Callable[[dict], float] | None = None,
+                 estimate_cost: Callable[[dict], dict] | None = None):
+        """Admission control (admission.py) takes: `capability_ranges` ({capability id:
+        version range} this worker accepts besides the card's exact versions), `needs`
+        ({"tools"|"data"|"operations": names} its handler uses, which a contract's
+        `allowed` must include), `queue_capacity` (most accepted items waiting for a
+        slot; default the slots), `start_window_seconds` (the server's start window, for
+        offers that set none) and the two estimates, which replace the methods
+        `estimate_seconds(contract)` and `estimate_cost(contract)`."""
         self.client, self.groups, self.handler = client, groups, handler
+        self.capability_ranges = dict(capability_ranges or {})
+        for spec in self.capability_ranges.values():
+            admission.parse_spec(spec)  # a bad range is an error now, not at the first offer
+        self.needs = {kind: tuple(names) for kind, names in (needs or {}).items()}
+        self.queue_capacity, self.start_window_seconds = queue_capacity, start_window_seconds
+        if estimate_seconds is not None:
+            self.estimate_seconds = estimate_seconds
+        if estimate_cost is not None:
+            self.estimate_cost = estimate_cost
         # once: one slot, and stop after the first WorkItem's run ends (self.outcome).
         self.once = once
         self.outcome: Outcome | None = None
@@ -186,6 +251,8 @@ class Worker:
         self.presence_seconds, self.lease_seconds = presence_seconds, lease_seconds
         self.tick_seconds = tick_seconds
         self.work = {g: GroupWork(g) for g in groups}
+        self.facts = {g: admission.AdmissionView() for g in groups}  # offer windows, usage
+        self.roles: dict[str, frozenset] = {}  # Group -> this agent's roles there
         self.card: dict = {}
         self.capacity = 1
         self.slots = scheduler.declare_slots(0, 0)
@@ -212,6 +279,7 @@ class Worker:
         for group_id in self.groups:
             member = await self.client.membership(group_id)
             self.card = member.get("agentCard") or {}
+            self.roles[group_id] = frozenset(member.get("roles") or ())
         self.capacity = 1 if self.once else max(1, int(self.card.get("maxConcurrency", 1)))
         self.slots = scheduler.declare_slots(self.capacity, self.capacity)
         await self._rebuild()
@@ -233,7 +301,7 @@ class Worker:
     async def _rebuild(self) -> None:
         """Queues rebuilt by replaying every Group's log (a snapshot where archived)."""
         async def apply(event):
-            self.work[event["groupId"]].apply(event)
+            self._fold(event)
         replay = Inbox(self.client, self.groups, apply, CursorStore(":memory:"),
                        self._on_snapshot, transport="http")
         for group_id in self.groups:
@@ -243,6 +311,7 @@ class Worker:
         """The stored Cursor was from another log (a reset server): forget this Group's
         view; the inbox replays its log from sequence 1 and the view is folded anew."""
         self.work[group_id] = GroupWork(group_id)
+        self.facts[group_id] = admission.AdmissionView()
         self.accepting = {k for k in self.accepting if k[0] != group_id}
         self.refused = {k: v for k, v in self.refused.items() if k[0] != group_id}
         self.disclosed = {k: v for k, v in self.disclosed.items() if k[0] != group_id}
@@ -252,24 +321,29 @@ class Worker:
         if document["sequence"] <= work.applied:
             return  # the replay at start already went further: never step back
         work.load_snapshot(document["sequence"], document["state"].get("workItems", []))
+        self.facts[group_id].load_snapshot(document["sequence"],
+                                           document["state"].get("workItems", []))
 
     # --- events ------------------------------------------------------------------------
 
+    def _fold(self, event: dict) -> None:
+        self.work[event["groupId"]].apply(event)
+        self.facts[event["groupId"]].apply(event)
+
     async def _on_event(self, event: dict) -> None:
-        work = self.work[event["groupId"]]
-        work.apply(event)
+        self._fold(event)
         if event["type"] == "work.preemption_requested":
             for (group_id, item_id), (_, ctx) in self.running.items():
                 if ctx is not None and ctx.lease_id == event["data"].get("leaseId"):
                     log.info("preemption requested for %s", item_id)
                     ctx.preemption.set()
         elif event["type"] in ("lease.revoked", "lease.expired", "work.cancelled"):
-            for key, (task, ctx) in list(self.running.items()):
+            for key, (_, ctx) in list(self.running.items()):
                 if ctx is not None and ctx.lease_id == event["data"].get("leaseId", ctx.lease_id) \
                         and key == (event["groupId"], event.get("workItemId")):
-                    log.warning("lease of %s closed (%s): stopping its handler", key[1],
-                                event["type"])
-                    task.cancel()
+                    ctx._lose_lease(f"{event['type']} in the log"
+                                    + (f" ({event['data']['reason']})"
+                                       if event["data"].get("reason") else ""))
         self.wake.set()
 
     # --- decisions ---------------------------------------------------------------------
@@ -300,30 +374,79 @@ class Worker:
     def _refused_now(self, group_id: str, item_id: str) -> bool:
         return self.refused.get((group_id, item_id)) == self.work[group_id].applied
 
-    def _can_do(self, item: Item) -> bool:
-        held = {c["id"] for c in self.card.get("capabilities", [])}
-        return all(c["id"] in held for c in item.contract.get("capabilities", []))
+    # --- admission control (§10.3; admission.py) -------------------------------------
+
+    def estimate_seconds(self, contract: dict) -> float:
+        """This worker's estimate of how long running `contract` takes, for the deadline
+        check. Default: the median of its last runs (all Groups), else 60 seconds.
+        Override it (or pass `estimate_seconds=`) when the handler knows better."""
+        runs = [d for group in self.durations.values() for d in group[-50:]]
+        return statistics.median(runs) if runs else DEFAULT_ESTIMATE_SECONDS
+
+    def estimate_cost(self, contract: dict) -> dict:
+        """This worker's estimate of what running `contract` uses, a six-dimension delta
+        (`financial` `{amount, currency}`, `tokens`, `toolCalls`, `computeSeconds`,
+        `wallClockSeconds`, `sideEffects`; absent means none), for the budget check.
+        Default: its duration estimate as `wallClockSeconds`. Override it (or pass
+        `estimate_cost=`) when the handler spends tokens, money or side effects."""
+        return {"wallClockSeconds": math.ceil(self.estimate_seconds(contract))}
+
+    def _roles(self, group_id: str) -> frozenset | None:
+        known = getattr(self.client, "known_membership", None)
+        member = known(group_id) if known else None
+        if member is not None and member.get("roles") is not None:
+            return frozenset(member["roles"])
+        return self.roles.get(group_id)
+
+    def admission_facts(self, group_id: str, item: Item, now, *,
+                        revision: bool = False) -> admission.Facts:
+        """What admission control decides an offer (or a revised contract) on."""
+        owned = self._owned_count()
+        waiting = len(self.accepting) + sum(
+            1 for g, w in self.work.items() for i in w.owned(self.agent_id, ("queued",))
+            if (g, i.id) not in self.running)
+        slots = max(1, self.capacity)
+        ahead = max(0, owned - slots + 1)  # items before this one when every slot is taken
+        typical = self.estimate_seconds(item.contract)
+        window = self.facts[group_id].start_within.get(item.id) or self.start_window_seconds
+        return admission.Facts(
+            now=now, card=self.card, roles=self._roles(group_id), needs=self.needs,
+            capability_ranges=self.capability_ranges,
+            dependencies_met=self.work[group_id].dependencies_met(item),
+            slots=self.capacity, owned=owned, waiting=waiting,
+            queue_capacity=self.queue_capacity, check_capacity=not revision,
+            start_delay_seconds=0.0 if revision else math.ceil(ahead / slots) * typical,
+            start_by=None if revision else now + timedelta(seconds=window),
+            estimate_seconds=self.estimate_seconds(item.contract),
+            usage=self.facts[group_id].usage.get(item.id, {}),
+            estimate_cost=self.estimate_cost(item.contract))
 
     async def _consider_offer(self, group_id: str, item: Item) -> None:
-        if not self._can_do(item):
-            await self._decline(group_id, item, "capability")
-        elif self._owned_count() >= self.capacity:
-            await self._decline(group_id, item, "capacity")
-        else:
-            try:
-                await self.client.command(group_id, "work.accept_offer",
-                                          {"contractRevision": item.contract_revision},
-                                          workItemId=item.id)
-                self.accepting.add((group_id, item.id, item.ownership_epoch))
-                log.info("accepted %s", item.id)
-            except ApiError as error:  # another worker won, the offer moved on, ...
-                log.info("accepting %s refused: %s", item.id, error.code)
-                self.refused[(group_id, item.id)] = self.work[group_id].applied
+        decline = admission.admit(item.contract, self.admission_facts(group_id, item, utcnow()))
+        if decline is not None:
+            await self._decline(group_id, item, decline)
+            return
+        try:
+            await self.client.command(group_id, "work.accept_offer",
+                                      {"contractRevision": item.contract_revision},
+                                      workItemId=item.id)
+            self.accepting.add((group_id, item.id, item.ownership_epoch))
+            log.info("accepted %s", item.id)
+        except ApiError as error:  # another worker won, the offer moved on, ...
+            log.info("accepting %s refused: %s", item.id, error.code)
+            self.refused[(group_id, item.id)] = self.work[group_id].applied
 
     async def _accept_revision(self, group_id: str, item: Item) -> None:
-        """A contract revised before we started it must be accepted again (§10.2)."""
-        if not self._can_do(item):
-            return  # it stays gated; the coordinator sees it never starts
+        """A contract revised before we started it must be accepted again (§10.2). There
+        is no offer to decline: a revision admission control refuses is left unaccepted
+        (the item stays gated; the coordinator sees it never starts)."""
+        decline = admission.admit(item.contract, self.admission_facts(group_id, item, utcnow(),
+                                                                      revision=True))
+        if decline is not None:
+            log.warning("not accepting revision %s of %s: %s (%s)", item.contract_revision,
+                        item.id, decline.reason, decline.detail)
+            self.refused[(group_id, item.id)] = self.work[group_id].applied
+            return
         try:
             await self.client.command(group_id, "work.accept_offer",
                                       {"contractRevision": item.contract_revision},
@@ -333,9 +456,10 @@ class Worker:
             log.info("accepting revision of %s refused: %s", item.id, error.code)
         self.refused[(group_id, item.id)] = self.work[group_id].applied
 
-    async def _decline(self, group_id: str, item: Item, reason: str) -> None:
+    async def _decline(self, group_id: str, item: Item, decline: admission.Decline) -> None:
+        log.info("declining %s: %s (%s)", item.id, decline.reason, decline.detail)
         try:
-            await self.client.command(group_id, "work.decline_offer", {"reason": reason},
+            await self.client.command(group_id, "work.decline_offer", decline.body(),
                                       workItemId=item.id)
         except ApiError as error:
             log.info("declining %s refused: %s", item.id, error.code)
@@ -403,19 +527,17 @@ class Worker:
             self.slots = self.slots.update(assignment.with_lease(started["leaseId"],
                                                                  token.get("id")))
             ctx = WorkContext(self, group_id, item, assignment, started["leaseId"], token)
+            ctx.lease_expires_at = parse_time(started["expiresAt"])
             self.running[key] = (self.running[key][0], ctx)
-            renewal = asyncio.create_task(self._renew(ctx, started))
             began = utcnow()
-            try:
-                self._ended(await self._execute(ctx))
-            finally:
-                renewal.cancel()
-                if not ctx.checkpointed:
-                    self.durations[group_id].append((utcnow() - began).total_seconds())
+            ended = await self._execute(ctx)
+            if not ctx.checkpointed and ctx.lease_lost is None:
+                self.durations[group_id].append((utcnow() - began).total_seconds())
+            self._ended(ended)
         except asyncio.CancelledError:
             self._ended(Outcome(group_id, item_id, "stopped", False,
-                                f"{item_id} was stopped before it ended (its lease closed, "
-                                "or the worker is stopping)"))
+                                f"{item_id} was stopped before it ended (the worker is "
+                                "stopping)"))
             raise
         except ApiError as error:
             log.warning("running %s: the server refused: %s", item_id, error)
@@ -432,6 +554,9 @@ class Worker:
             await self._report_presence()
 
     async def _execute(self, ctx: WorkContext) -> Outcome:
+        """Run the handler in its own task beside the lease renewal, then submit its
+        result (or fail the item with Evidence). When the lease is lost meanwhile the
+        renewal (or the log) cancels the handler's task and nothing is submitted."""
         lease = ctx._lease_fields()
 
         def outcome(state: str, ok: bool, message: str) -> Outcome:
@@ -443,16 +568,47 @@ class Worker:
             return outcome("checkpointed", True, f"checkpointed {ctx.work_item_id}; it is "
                            "queued again")
 
+        def lost() -> Outcome:
+            log.error("%s: the lease is gone (%s); the handler was cancelled and nothing "
+                      "was submitted", ctx.work_item_id, ctx.lease_lost)
+            return outcome("lease-lost", False, f"the lease of {ctx.work_item_id} is gone "
+                           f"({ctx.lease_lost}); its handler was cancelled and nothing was "
+                           "submitted")
+
+        renewal = asyncio.create_task(self._renew(ctx))
+        task = ctx._task = asyncio.create_task(self.handler(ctx))
         try:
-            result = await self.handler(ctx)
+            try:
+                await asyncio.wait({task})
+            except asyncio.CancelledError:  # the worker is stopping
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+                raise
+        finally:
+            renewal.cancel()
+            await asyncio.gather(renewal, return_exceptions=True)
+        if ctx.lease_lost is not None:
+            if not task.cancelled() and task.exception() is not None \
+                    and not isinstance(task.exception(), Preempted):
+                log.info("the handler of %s raised after its lease was lost: %r",
+                         ctx.work_item_id, task.exception())
+            return lost()  # even if the handler ignored the cancellation and returned
+        ctx._finishing = True  # from here on the worker submits or fails the item itself
+        if task.cancelled():  # cancelled by the handler's own code, not by the worker
+            return outcome("stopped", False, f"the handler of {ctx.work_item_id} was "
+                           "cancelled; nothing was submitted, the item stays active until "
+                           "its lease expires")
+        try:
+            result = task.result()
         except Preempted:
             log.info("%s checkpointed after a preemption request", ctx.work_item_id)
             return released()
-        except asyncio.CancelledError:
-            raise
         except Exception as error:
             if ctx.checkpointed:
                 return released()
+            if isinstance(error, ApiError) and error.code in LEASE_GONE:
+                ctx.lease_lost = f"the server refused a command: {error.code} {error.message}"
+                return lost()  # the handler met the loss first: it cannot be failed by us
             log.warning("handler failed on %s: %r", ctx.work_item_id, error)
             criteria = [c["id"] for c in ctx.contract.get("acceptanceCriteria", [])]
             evidence = ctx.evidence(criteria, "handler", f"failed: {error!r}"[:9000])
@@ -467,13 +623,43 @@ class Worker:
             return outcome("refused", False, f"the handler returned nothing for "
                            f"{ctx.work_item_id} and did not checkpoint or block it; it stays "
                            "active until its lease expires")
-        await self.client.command(ctx.group_id, "work.submit", {
-            "contractRevision": ctx.contract_revision,
-            "artifacts": list(result.get("artifacts", [])),
-            "evidence": list(result["evidence"])}, **lease)
+        try:
+            await self.client.command(ctx.group_id, "work.submit", {
+                "contractRevision": ctx.contract_revision,
+                "artifacts": list(result.get("artifacts", [])),
+                "evidence": list(result["evidence"])}, **lease)
+        except ApiError as error:
+            if error.status >= 500 or error.status == 429:
+                raise  # not an answer: whether it was submitted is unknown
+            return await self._submission_refused(ctx, error, outcome)
         self.submitted.append((ctx.group_id, ctx.work_item_id))
         log.info("submitted %s", ctx.work_item_id)
         return outcome("submitted", True, f"submitted {ctx.work_item_id}")
+
+    async def _submission_refused(self, ctx: WorkContext, error: ApiError, outcome) -> Outcome:
+        """The server refused `work.submit`: an error for the caller, and the item is
+        failed with the refusal as Evidence rather than left `active` until its lease
+        runs out, unless the refusal says the lease is no longer ours (then we cannot)."""
+        said = f"the server refused work.submit for {ctx.work_item_id}: {error.code} " \
+               f"{error.message}"
+        log.error("%s", said)
+        if error.code in LEASE_GONE:
+            return outcome("refused", False, f"{said}; the lease is no longer this "
+                           "worker's, so it cannot fail the item")
+        criteria = [c["id"] for c in ctx.contract.get("acceptanceCriteria", [])]
+        evidence = ctx.evidence(criteria, "submission-refused",
+                                f"fail: {error.code} {error.message}"[:9000])
+        try:
+            await self.client.command(ctx.group_id, "work.fail", {
+                "evidence": [evidence], "reason": f"submission refused: {error.code}"},
+                **ctx._lease_fields())
+        except ApiError as fail_error:
+            log.error("failing %s after the refused submission was refused too: %s",
+                      ctx.work_item_id, fail_error)
+            return outcome("refused", False, f"{said}; failing it was refused too: "
+                           f"{fail_error.code} {fail_error.message}")
+        return outcome("refused", False, f"{said}; the WorkItem was failed with that as its "
+                       "Evidence")
 
     def _ended(self, outcome: Outcome) -> None:
         """One WorkItem's run ended; with `once`, that ends the worker."""
@@ -482,22 +668,41 @@ class Worker:
         if self.once and self._stop is not None:
             self._stop.set()
 
-    async def _renew(self, ctx: WorkContext, started: dict) -> None:
-        """Renew at a third of the lease's remaining time while the handler runs."""
-        expires_at = parse_time(started["expiresAt"])
-        while True:
-            seconds = max(0.5, (expires_at - utcnow()).total_seconds() / 3)
-            await asyncio.sleep(seconds)
+    async def _renew(self, ctx: WorkContext) -> None:
+        """Renew at a third of the lease's remaining time while the handler runs. A
+        refused renewal, or none that reaches the server before the lease expires, loses
+        the lease: the handler is cancelled (ctx._lose_lease)."""
+        while ctx.lease_lost is None and not ctx.checkpointed:
+            remaining = (ctx.lease_expires_at - utcnow()).total_seconds()
+            await asyncio.sleep(max(0.5, remaining / 3) if remaining > 0 else 0)
+            if ctx.checkpointed:
+                return  # the handler released the lease
             body = {"leaseSeconds": self.lease_seconds} if self.lease_seconds else {}
+            remaining = (ctx.lease_expires_at - utcnow()).total_seconds()
             try:
-                answer = await self.client.command(ctx.group_id, "lease.renew", body,
-                                                   **ctx._lease_fields())
+                # No answer past the lease's expiry is as good as none.
+                answer = await asyncio.wait_for(
+                    self.client.command(ctx.group_id, "lease.renew", body,
+                                        **ctx._lease_fields()), timeout=max(remaining, 0.5))
             except ApiError as error:
-                log.warning("renewing %s refused: %s", ctx.work_item_id, error.code)
+                if error.status < 500 and error.status != 429:
+                    ctx._lose_lease(f"the server refused lease.renew: {error.code} "
+                                    f"{error.message}")
+                    return
+                failure: Exception = error
+            except (httpx.TransportError, OSError, asyncio.TimeoutError) as error:
+                failure = error
+            else:
+                renewed = answer["events"][0]["data"]
+                ctx.lease_expires_at = parse_time(renewed["expiresAt"])
+                ctx.capability_token = renewed.get("capabilityToken") or ctx.capability_token
+                continue
+            if utcnow() >= ctx.lease_expires_at:
+                ctx._lose_lease(f"lease.renew did not reach the server before the lease "
+                                f"expired at {format_time(ctx.lease_expires_at)}: {failure!r}")
                 return
-            renewed = answer["events"][0]["data"]
-            expires_at = parse_time(renewed["expiresAt"])
-            ctx.capability_token = renewed.get("capabilityToken") or ctx.capability_token
+            log.warning("renewing %s failed (%r); trying again before the lease expires at %s",
+                        ctx.work_item_id, failure, format_time(ctx.lease_expires_at))
 
     # --- Presence ----------------------------------------------------------------------
 
@@ -571,7 +776,23 @@ def main(argv=None) -> None:
     parser.add_argument("--once", action="store_true",
                         help="process one WorkItem to its end (submitted, blocked, checkpointed "
                         "or failed) and exit: 0 unless the handler failed or the server refused")
+    parser.add_argument("--capability-range", action="append", default=[],
+                        metavar="ID=RANGE", help="also accept contracts requiring these "
+                        "versions of capability ID, e.g. summarize='>=1,<3' (repeatable; the "
+                        "Agent Card keeps exact versions)")
+    parser.add_argument("--queue-capacity", type=int, help="at most this many accepted "
+                        "WorkItems waiting for a slot (default: maxConcurrency)")
     args = parser.parse_args(argv)
+    ranges = {}
+    for given in args.capability_range:
+        capability, _, spec = given.partition("=")
+        try:
+            admission.parse_spec(spec)
+        except admission.VersionSpecError as error:
+            parser.error(f"--capability-range {given!r}: {error}")
+        if not capability:
+            parser.error(f"--capability-range {given!r}: write ID=RANGE, e.g. summarize='>=1,<3'")
+        ranges[capability] = spec
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
     if os.getcwd() not in sys.path and "" not in sys.path:
@@ -591,7 +812,8 @@ def main(argv=None) -> None:
     cursors = args.cursors or str(Path(args.key).with_suffix("")) + ".cursors.sqlite3"
     try:
         outcome = asyncio.run(_serve(args.url, key, groups, handler, cursors, args.transport,
-                                     args.once))
+                                     args.once, capability_ranges=ranges,
+                                     queue_capacity=args.queue_capacity))
     except ApiError as error:
         raise SystemExit(f"the server at {args.url} refused: {error}{_hint(error, key, groups)}")
     except httpx.TransportError as error:
@@ -617,10 +839,12 @@ def _hint(error: ApiError, key: AgentKey, groups: list) -> str:
     return ""
 
 
-async def _serve(url, key, groups, handler, cursors, transport, once=False) -> Outcome | None:
+async def _serve(url, key, groups, handler, cursors, transport, once=False,
+                 **options) -> Outcome | None:
     stop = stop_on_signals()
     async with Client(url, key) as client:
-        worker = Worker(client, groups, handler, cursors, transport=transport, once=once)
+        worker = Worker(client, groups, handler, cursors, transport=transport, once=once,
+                        **options)
         await worker.run(stop)
         return worker.outcome
 

@@ -21,6 +21,9 @@ from mission_weave.sdk.keys import AgentKey
 
 CARD = {"version": "1", "maxConcurrency": 2,
         "capabilities": [{"id": "research", "version": "1"}, {"id": "writing", "version": "1"}]}
+# Every live Group's MissionOwner: a human member with the owner role (a Mission's
+# ownerId must be one), named by the tests' `mission.create` commands.
+OWNER = "user:sdk-owner"
 
 
 @dataclass
@@ -67,8 +70,9 @@ class Agent:
 
 @dataclass
 class LiveGroup:
-    """A fresh Group on the live server with a coordinator and two workers (committed:
-    the tests using it are transactional, so the server sees it)."""
+    """A fresh Group on the live server with a coordinator, two workers and the human
+    MissionOwner OWNER (committed: the tests using it are transactional, so the server
+    sees it)."""
 
     server: LiveServer
     group_id: str
@@ -87,6 +91,8 @@ def live_group(mw_server, transactional_db, tmp_path) -> LiveGroup:
     suffix = uuid.uuid4().hex[:8]
     agents = {}
     group, _ = registry.create_group(f"sdk-{suffix}")
+    registry.create_user(OWNER.removeprefix("user:"), "sdk-owner")
+    registry.add_member(group, OWNER, ["owner"])
     for name, roles in ((f"coord-{suffix}", ["coordinator"]),
                         (f"w1-{suffix}", ["worker"]), (f"w2-{suffix}", ["worker"])):
         private = Ed25519PrivateKey.generate()

@@ -14,7 +14,7 @@ import pytest
 from apps.bench.harness import free_port, start_server, stop_server
 from mission_weave.sdk.client import Client
 from mission_weave.sdk.inbox import CursorStore, Inbox
-from tests.sdk.conftest import run
+from tests.sdk.conftest import OWNER, run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
@@ -106,7 +106,7 @@ def test_every_event_exactly_once_in_order_through_cuts_and_a_server_restart(
             for _ in range(count):
                 await producer.command(g, "mission.create", {
                     "missionId": f"m-{uuid.uuid4().hex}", "title": "chaos",
-                    "ownerId": producer.principal, "coordinatorId": producer.principal})
+                    "ownerId": OWNER, "coordinatorId": producer.principal})
                 produced += 1
 
         async def chaos():

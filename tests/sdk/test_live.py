@@ -17,7 +17,7 @@ from mission_weave.sdk.demo import handle as demo_handle
 from mission_weave.sdk.inbox import CursorStore, Inbox
 from mission_weave.sdk.worker import Worker
 from tests.samples import contract
-from tests.sdk.conftest import run
+from tests.sdk.conftest import OWNER, run
 
 # The server is another process: what the tests set up must be committed.
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -32,7 +32,7 @@ async def mission(c: Client, group_id: str, items: dict) -> str:
     """A Mission with WorkItems {id: [dependency ids]}, authorized by coordinator `c`."""
     mission_id = f"m-{uuid.uuid4().hex[:8]}"
     await c.command(group_id, "mission.create", {"missionId": mission_id, "title": "SDK test",
-                                                  "ownerId": c.principal,
+                                                  "ownerId": OWNER,
                                                   "coordinatorId": c.principal})
     for item_id, depends_on in items.items():
         await c.command(group_id, "work.authorize", {
@@ -45,6 +45,16 @@ async def offer(c: Client, group_id: str, item_id: str, *agents) -> dict:
     return await c.command(group_id, "work.offer", {
         "candidates": list(agents), "mode": "sequential",
         "expiresAt": format_time(utcnow() + timedelta(minutes=10))}, workItemId=item_id)
+
+
+async def delivered(ctx, method: str = "test") -> dict:
+    """A handler's result: the deliverable published as an artifact (the server takes a
+    submission only with one) and passing Evidence for every criterion."""
+    summary = await ctx.publish_artifact(f"# {ctx.contract['goal']}\n".encode(),
+                                         "text/markdown")
+    criteria = [c["id"] for c in ctx.contract["acceptanceCriteria"]]
+    return {"evidence": [ctx.evidence(criteria, method, "pass", artifacts=[summary])],
+            "artifacts": [summary]}
 
 
 async def until(predicate, timeout: float = 20, every: float = 0.1):
@@ -70,12 +80,12 @@ def test_session_membership_command_and_a_duplicate(live_group):
         async with live_group.client(live_group.coordinator) as c:
             session = await c.open_session()
             member = await c.membership(g)
-            envelope = c.envelope(g, "mission.create", {"title": "Dup", "ownerId": c.principal,
+            envelope = c.envelope(g, "mission.create", {"title": "Dup", "ownerId": OWNER,
                                                         "coordinatorId": c.principal},
                                   member["membershipEpoch"])
             first = await c.send(g, envelope)
             again = await c.send(g, envelope)
-            changed = c.envelope(g, "mission.create", {"title": "Other", "ownerId": c.principal,
+            changed = c.envelope(g, "mission.create", {"title": "Other", "ownerId": OWNER,
                                                        "coordinatorId": c.principal},
                                  member["membershipEpoch"], id=envelope["id"])
             with pytest.raises(ApiError) as refused:
@@ -124,7 +134,7 @@ def test_a_lost_answer_is_retried_with_the_same_id_and_answered_as_a_duplicate(l
                           backoff_seconds=0.05) as c:
             await c.open_session()
             answer = await c.command(g, "mission.create", {
-                "title": "Retried", "ownerId": c.principal, "coordinatorId": c.principal})
+                "title": "Retried", "ownerId": OWNER, "coordinatorId": c.principal})
             return answer, (await c.events(g, 0))
 
     answer, log = run(scenario())
@@ -142,7 +152,7 @@ def test_a_stale_session_is_refused(live_group):
         async with live_group.client(live_group.coordinator) as c:
             await c.open_session()
             member = await c.membership(g)
-            old = c.envelope(g, "mission.create", {"title": "Old", "ownerId": c.principal,
+            old = c.envelope(g, "mission.create", {"title": "Old", "ownerId": OWNER,
                                                    "coordinatorId": c.principal},
                              member["membershipEpoch"])
             await c.open_session()  # supersedes the first session
@@ -301,7 +311,7 @@ def test_a_preemption_request_reaches_the_handler_which_checkpoints(live_group, 
 
     async def patient(ctx):
         if ctx.last_checkpoint:  # resumed after the preemption: finish
-            return {"evidence": [ctx.evidence(["ac1", "ac2"], "test", "pass")]}
+            return await delivered(ctx)
         await asyncio.wait_for(ctx.preemption.wait(), 30)
         reached.append(ctx.preemption_requested)
         await ctx.raise_if_preempted("halfway", milestones=["first half"])
@@ -475,7 +485,7 @@ def test_a_changed_membership_is_read_again_and_the_command_sent_once_more(live_
             c.token, c.session_epoch = token, epoch
             c._memberships[g] = before  # what it read before the change
             answer = await c.command(g, "mission.create", {
-                "title": "After", "ownerId": c.principal, "coordinatorId": c.principal})
+                "title": "After", "ownerId": OWNER, "coordinatorId": c.principal})
             return answer, await c.membership(g)
 
     answer, after = run(command())
@@ -525,7 +535,7 @@ def test_the_lease_is_renewed_while_a_long_handler_runs(live_group, tmp_path):
 
     async def slow(ctx):
         await asyncio.sleep(4.5)  # past the 3-second lease: only renewals keep it
-        return {"evidence": [ctx.evidence(["ac1", "ac2"], "test", "pass")]}
+        return await delivered(ctx)
 
     async def body(c, worker):
         await mission(c, g, {"slow": []})

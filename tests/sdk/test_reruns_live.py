@@ -12,14 +12,13 @@ from mission_weave.sdk import worker as worker_cli
 from mission_weave.sdk.inbox import CursorStore
 from mission_weave.sdk.worker import Worker
 from tests.sdk.conftest import run
-from tests.sdk.test_live import mission, offer
+from tests.sdk.test_live import delivered, mission, offer
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 async def _write_and_submit(ctx):
-    criteria = [c["id"] for c in ctx.contract["acceptanceCriteria"]]
-    return {"evidence": [ctx.evidence(criteria, "self-check", "pass")], "artifacts": []}
+    return await delivered(ctx, "self-check")
 
 
 async def _block(ctx):

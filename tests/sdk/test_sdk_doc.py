@@ -1,8 +1,9 @@
 """docs/sdk.md, run as written against the live server (tests/sdk/conftest.py): the
 blocks marked `<!-- sdk-doc:NAME [file=FILE] -->` are taken from the page; the files are
 written to a fresh folder, the commands run there as separate processes (`python` being
-this interpreter). Only the server's URL, the Group and the agent's name are substituted:
-the page's `http://127.0.0.1:8000`, `grp_demo` and `my-worker`."""
+this interpreter). Only the server's URL, the Group, the agent's name and the demo
+coordinator's are substituted: the page's `http://127.0.0.1:8000`, `grp_demo`,
+`my-worker` and `"agent:coordinator"`."""
 
 import asyncio
 import json
@@ -74,7 +75,9 @@ def test_the_doc_worker_runs_as_written_and_submits_its_evidence(live_group, tmp
     server, g = live_group.server, live_group.group_id
     agent = f"my-worker-{uuid.uuid4().hex[:6]}"  # agent ids are global to the database
     blocks = doc_blocks({"http://127.0.0.1:8000": server.url, "grp_demo": g,
-                         "my-worker": agent})
+                         "my-worker": agent,
+                         # the demo coordinator, should the page name it (a delegate)
+                         '"agent:coordinator"': f'"{live_group.coordinator.key.principal}"'})
     folder = tmp_path / "reader"
     folder.mkdir()
     for file, text in blocks.values():
@@ -128,10 +131,9 @@ def test_the_doc_worker_runs_as_written_and_submits_its_evidence(live_group, tmp
     assert evidence["producer"] == f"agent:{agent}"
     assert evidence["criteria"] == ["written"] and evidence["method"] == "self-check"
     assert evidence["artifacts"] == item["submission"]["artifacts"] != []
-    # Step 4 says the demo coordinator then verifies it: it acts on every item of its
-    # Group, this Mission's too (whose coordinatorId is the reader's agent). Should the
-    # server come to hold a Mission's commands to its coordinatorId (PROTOCOL §2), step 4
-    # and this line change together.
+    # Step 4 says the demo coordinator then verifies it. It acts only on the Missions it
+    # coordinates or is a delegate of (PROTOCOL §2 "who"), so step 3's Mission must name
+    # it (`"delegates": ["agent:coordinator"]`; substituted above).
     assert item["state"] == "verified", "docs/sdk.md step 4: the coordinator verifies it"
 
 

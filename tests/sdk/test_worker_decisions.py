@@ -36,7 +36,7 @@ def worker_on(log) -> tuple[Worker, RecordingClient]:
     worker.card, worker.capacity = CARD, 2
     worker.slots = scheduler.declare_slots(2, 2)
     for event in log.events:
-        worker.work[G].apply(event)
+        worker._fold(event)
     return worker, client
 
 
@@ -68,8 +68,10 @@ def test_offers_are_accepted_up_to_capacity_and_declined_past_it_or_without_capa
                  if t in ("work.accept_offer", "work.decline_offer")}
     assert set(decisions) == {("work.accept_offer", "a"), ("work.accept_offer", "b"),
                               ("work.decline_offer", "c"), ("work.decline_offer", "d")}
-    assert decisions["work.decline_offer", "c"] == {"reason": "capacity"}
-    assert decisions["work.decline_offer", "d"] == {"reason": "capability"}
+    assert decisions["work.decline_offer", "c"] == {
+        "reason": "capacity", "detail": "no free slot: 2 WorkItems owned, maxConcurrency 2"}
+    assert decisions["work.decline_offer", "d"] == {
+        "reason": "capability", "detail": "no matching capability for welding 1"}
     assert decisions["work.accept_offer", "a"] == {"contractRevision": 1}
 
 
