@@ -18,17 +18,17 @@ PRIVATE_DIR="${MW_TEST_SERVICES_DIR:-.mw/test-services}"
 say() { echo "services: $*" >&2; }
 die() { echo "services: ERROR: $*" >&2; exit 1; }
 
-# The private services, started once for whichever of the two this machine lacks.
+# private_url NAME: sets private_value to the private server's DATABASE_URL or REDIS_URL.
+# Both servers are started (or found running) once, for whichever this machine lacks.
 private_exports=""
-private() {
+private_url() {
     if [ -z "$private_exports" ]; then
         say "starting (or reusing) a private PostgreSQL and Redis in $PRIVATE_DIR"
         private_exports="$("$PYTHON" -m mission_weave.stack --data-dir "$PRIVATE_DIR" services)"
     fi
-    # export DATABASE_URL=... REDIS_URL=...: the one asked for
-    local pair
+    local pair  # the line is `export DATABASE_URL=... REDIS_URL=...`
     for pair in ${private_exports#export }; do
-        case "$pair" in "$1"=*) echo "${pair#*=}" ;; esac
+        case "$pair" in "$1"=*) private_value="${pair#*=}" ;; esac
     done
 }
 
@@ -83,7 +83,8 @@ esac
 if [ -z "${DATABASE_URL:-}" ] && { [ "${MW_SERVICES:-}" = private ] \
         || ! command -v pg_isready >/dev/null || { ! pg_up && [ ! -d /etc/postgresql ]; }; }; then
     say "no PostgreSQL on this machine: using a private one"
-    DB_URL="$(private DATABASE_URL)"
+    private_url DATABASE_URL
+    DB_URL="$private_value"
 elif [ "$pg_wanted" = 1 ] && is_local "$DB_URL"; then
     command -v pg_isready >/dev/null || die "pg_isready not found (is PostgreSQL installed?)"
     if pg_up; then
@@ -126,7 +127,8 @@ esac
 if [ -z "${REDIS_URL:-}" ] && { [ "${MW_SERVICES:-}" = private ] \
         || ! command -v redis-server >/dev/null; }; then
     say "no Redis on this machine: using a private one"
-    R_URL="$(private REDIS_URL)"
+    private_url REDIS_URL
+    R_URL="$private_value"
 elif [ "$redis_wanted" = 1 ] && is_local "$R_URL"; then
     command -v redis-cli >/dev/null || die "redis-cli not found (is Redis installed?)"
     if redis_up; then

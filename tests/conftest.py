@@ -23,10 +23,10 @@ def scenario(db):
     return Scenario()
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def blob_root(settings, tmp_path):
-    """Blobs in this test's own directory, on the filesystem storage (modules that store
-    blobs use it: pytestmark = pytest.mark.usefixtures("blob_root"))."""
+    """Blobs in this test's own directory, on the filesystem storage: every test that
+    submits work uploads its deliverable, and none may write into the checkout's .mw/."""
     settings.MW_BLOB_ROOT = tmp_path / "blobs"
     settings.MW_BLOB_STORAGE = "filesystem"
     return settings.MW_BLOB_ROOT

@@ -1,7 +1,8 @@
-"""The facts outside a Group's log that the §13 commands are decided against, looked
-up by the shell under the Group lock and handed to the pure `decide` in
-`Context.facts`: the signer's public key, the blob, the target Group of a
-forwarding. Other commands get none and cost no query."""
+"""The facts outside a Group's log that commands are decided against, looked up by the
+shell under the Group lock and handed to the pure `decide` in `Context.facts`: for the
+§13 commands the signer's public key, the blob, the target Group of a forwarding; for
+mission.create the roles of the principals it names. Other commands get none and cost
+no query."""
 
 from apps.identity.models import AgentKey, Membership
 from mission_weave.core.commands import Command
@@ -40,6 +41,10 @@ def load(group_id: str, command: Command, head_sequence: int) -> dict:
                 "targetRoles": roles,
                 # asked only of a coordinator of the target: it reveals that Group's content
                 "targetHasArtifact": roles is not None and _has_artifact(target, body)}
+    if command.type == "mission.create":  # those it names must be members with the roles
+        delegates = body.get("delegates") if isinstance(body.get("delegates"), list) else []
+        named = [body.get("ownerId"), body.get("coordinatorId"), *delegates]
+        return {"roles": {p: _roles(group_id, p) for p in named if isinstance(p, str)}}
     return {}
 
 

@@ -51,7 +51,7 @@ class Committer:
 
     def commit_one(self) -> None:
         _id, payload = self.coordinator.command(self.group_id, "mission.create", {
-            "title": "fanout", "ownerId": "user:bench",
+            "title": "fanout", "ownerId": lifecycle.OWNER,
             "coordinatorId": f"agent:{self.coordinator.name}"})
         stamp = {}
         with transaction.atomic():

@@ -64,14 +64,25 @@ class Agent:
         return envelope["id"], json.dumps(sign(envelope, self.key, self.key_id)).encode()
 
 
+OWNER = "user:bench"  # the MissionOwner of every bench Mission (a human member)
+
+
+def bench_group(slug: str):
+    """A Group whose MissionOwner is the bench's human, as mission.create requires."""
+    group = registry.create_group(slug)[0]
+    registry.create_user(OWNER.removeprefix("user:"), "bench")
+    registry.add_member(group, OWNER, ["owner"])
+    return group
+
+
 def cast(run: str, group_count: int, clients: int) -> tuple[list, Agent, list]:
     """Groups with a Mission `m`, one coordinator and a worker per client thread."""
-    groups = [registry.create_group(f"bench-{run}-{i}")[0] for i in range(group_count)]
+    groups = [bench_group(f"bench-{run}-{i}") for i in range(group_count)]
     coordinator = Agent(f"bc-{run}", groups, ["coordinator"])
     workers = [Agent(f"bw-{run}-{t}", groups, ["worker"]) for t in range(clients)]
     for group in groups:
         _id, body = coordinator.command(group.id, "mission.create", {
-            "missionId": "m", "title": "bench", "ownerId": "user:bench",
+            "missionId": "m", "title": "bench", "ownerId": OWNER,
             "coordinatorId": f"agent:{coordinator.name}"})
         submit_here(coordinator, group.id, body)
     return groups, coordinator, workers

@@ -16,7 +16,6 @@ import psycopg
 from django.db import connection
 from django.utils import timezone
 
-from apps.identity import registry
 from apps.ledger import pipeline
 from apps.ledger.models import Event, Group
 from apps.work import store
@@ -37,11 +36,11 @@ def progress(n: int) -> dict:
 
 
 def prepare(run: str, events: int) -> dict:
-    group = registry.create_group(f"bench-replay-{run}")[0]
+    group = lifecycle.bench_group(f"bench-replay-{run}")
     coordinator = lifecycle.Agent(f"brc-{run}", [group], ["coordinator"])
     reader = lifecycle.Agent(f"brr-{run}", [group], ["observer"])
     _id, body = coordinator.command(group.id, "mission.create", {
-        "missionId": "m", "title": "replay", "ownerId": "user:bench",
+        "missionId": "m", "title": "replay", "ownerId": lifecycle.OWNER,
         "coordinatorId": f"agent:{coordinator.name}"})
     lifecycle.submit_here(coordinator, group.id, body)
     _id, body = coordinator.command(group.id, "work.authorize", {

@@ -137,6 +137,17 @@ def load_items_and_missions(group_id: str, item_ids) -> View:
     return view
 
 
+def load_for_dispatch(group_id: str, item_ids) -> View:
+    """The sweeper's automatic dispatch, under the Group lock: some WorkItems, their
+    Missions and every WorkItem they depend on (a dependency missing from the view is
+    refused as not met, never passed). Dependencies are in the same Mission, so one more
+    read at most."""
+    view = load_items_and_missions(group_id, item_ids)
+    dependencies = {d for item in view.items.values() for d in item.depends_on} - set(view.items)
+    _fetch(view, _select(ITEMS, "item", group_id, _in("work_item_id", dependencies)))
+    return view
+
+
 def load_all(group_id: str) -> View:
     """Every projected object of the Group, for mw_verify."""
     view = View()
@@ -206,7 +217,8 @@ def capability_ids(item: state.WorkItem | None) -> tuple:
 def candidate_facts(group_id: str, agent_ids=None, capabilities=()) -> dict:
     """agent id -> Candidate for the Group's active agent members among `agent_ids`, or
     for every active worker when `agent_ids` is None: roles, Agent Card, Presence,
-    current load (WorkItems owned in queued/active in any Group) and, for the given
+    current load (WorkItems owned in queued, or in active under an open lease, in any
+    Group: an item whose lease timed out has no live owner, §11.5) and, for the given
     capability ids, the verified/failed history in this Group. Two queries, set-based.
     The sweeper builds its Context with this."""
     where = ("1 = 1", []) if agent_ids is None else _in(
@@ -214,7 +226,8 @@ def candidate_facts(group_id: str, agent_ids=None, capabilities=()) -> dict:
     rows = db.fetch(
         f"SELECT a.id, a.card, m.roles, p.available_slots, p.status, p.reported_at, "
         f"(SELECT count(*) FROM {ITEMS} w WHERE w.owner = a.id "
-        f"AND w.state IN ('queued', 'active')) "
+        f"AND w.state IN ('queued', 'active') "
+        f"AND (w.state = 'queued' OR w.lease_id IS NOT NULL)) "
         f"FROM {Membership._meta.db_table} m "
         f"JOIN {Agent._meta.db_table} a ON m.principal = 'agent:' || a.id "
         f"LEFT JOIN {Presence._meta.db_table} p ON p.agent_id = a.id "

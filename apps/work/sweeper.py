@@ -7,7 +7,10 @@ MW_SWEEP_GROUP_CHUNK WorkItems, `pipeline.submit_prepared` keeps those whose row
 unchanged since it was read (a renewal or a command that got there first wins; the
 item is looked at again next sweep), chains their events and writes them. So a Group's
 commands wait at most for a short, Python-light transaction. Automatic dispatch ranks
-the Group's workers and is decided under the lock (`pipeline.submit_system`).
+the Group's workers and is decided under the lock (`pipeline.submit_system`), on a view
+holding every dependency of the items it considers; so is the expiry of an item it is
+for (a timed-out owner under `autoDispatch`), so that a timeout and the reassignment it
+calls for are appended together or not at all.
 
 Safe with several sweepers (Celery workers, `mw_sweep --loop`, the in-process
 thread) at once: a sweeper claims a Group for its turn (a session advisory lock that
@@ -32,7 +35,6 @@ from apps.ledger import db, pipeline
 from mission_weave.core import dispatch
 from mission_weave.core import sweep as core
 from mission_weave.core.commands import Context
-from mission_weave.core.state import FAILED, OFFERED
 
 from . import store
 
@@ -91,8 +93,8 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
     for group_id, item_id in due(now, limit):
         by_group[group_id].append(item_id)
     policy = pipeline.policy()
-    result = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0, "groups": 0,
-              "skippedGroups": 0, "failedGroups": 0}
+    result = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0, "failed": 0,
+              "groups": 0, "skippedGroups": 0, "failedGroups": 0}
     for group_id in _walk(by_group):
         try:
             with _claim(group_id) as claimed:
@@ -176,8 +178,10 @@ class _GroupRound:
         self.context = Context(now=now, policy=policy)
 
     def load(self, group_id: str):
-        view = store.load_items_and_missions(group_id, self.item_ids)
-        placing = [i for i in view.items.values() if i.state in (OFFERED, FAILED)]
+        # The items, their Missions and every dependency of theirs: dispatch checks the
+        # dependencies, and one missing from the view would count as not met.
+        view = store.load_for_dispatch(group_id, self.item_ids)
+        placing = [view.items[i] for i in self.item_ids if i in view.items]
         if placing:
             # Automatic dispatch ranks the Group's workers: their facts join the context.
             capabilities = sorted({c for i in placing for c in store.capability_ids(i)})
@@ -186,7 +190,7 @@ class _GroupRound:
         return view
 
     def decide(self, view) -> list:
-        return core.decide(view, self.context, dispatch.redispatch)
+        return core.decide(view, self.context, dispatch.redispatch, self.item_ids)
 
 
 class InProcessSweeper:

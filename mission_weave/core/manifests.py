@@ -103,4 +103,6 @@ def references(command_type: str, body) -> Refs:
                     frozenset(_string(body.get("id"))))
     if command_type == "artifact.forward":
         return Refs(artifacts=frozenset(_string(body.get("hash"))))
+    if command_type == "work.submit":  # its deliverables, besides what its Evidence cites
+        cited |= _strings(body.get("artifacts"))
     return Refs(artifacts=frozenset(cited))

@@ -4,10 +4,18 @@ An attempt is one Ownership Epoch's execution: the first `work.started` under a 
 counts a new attempt; starting again in the same epoch (after a checkpoint, a block or a
 session replacement) resumes that attempt and keeps its idempotency key.
 
-`work.fail` asks `after_failure` whether the failure may be retried and from when; a
-later `work.offer` of the failed item (a coordinator's or the sweeper's) asks
-`refusal`, and is refused with BUDGET_EXCEEDED {reason: attempts|backoff|deadline|cost|
-permanent} while the budget does not allow it.
+"Automatic retries are limited by the Work Contract's attempt, backoff, cost, and deadline
+budgets" (§11.4): the budgets hold for what the server does by itself, the sweeper's
+automatic dispatch (dispatch.py), not for a Coordinator. `failed` returns control to the
+Coordinator (§10.2), and an explicit `work.offer` of a failed item passes at any time,
+within the backoff, past the budget or after a permanent failure: the Coordinator decides.
+
+- `work.fail` asks `after_failure` whether the failure may be retried automatically and
+  from when (`retryAt`), or why never (`exhaustedBy`);
+- automatic dispatch asks `refusal` before it offers a failed item again;
+- a lease timeout or a missed start-by deadline is a failed attempt too: automatic
+  dispatch asks `budget_left` before it reassigns the item at once (no backoff: the
+  item is re-offerable at once, §11.5), and ends it `failed` when the budget is spent.
 
 Cost: `retry.maxCost` is compared with the money spent on the WorkItem so far, its
 `usage.financial` as `usage.record` charged it (mission_weave/core/budgets.py).
@@ -18,7 +26,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 
-from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 from .state import WorkItem
@@ -57,7 +64,8 @@ def _deadline(retry: dict) -> datetime | None:
 
 
 def budget_left(item: WorkItem, now: datetime) -> str | None:
-    """Which budget forbids another attempt at `now` (attempts, deadline, cost), or None."""
+    """Which budget forbids another automatic attempt at `now` (attempts, deadline, cost),
+    or None. The attempt that just failed or timed out is counted in `item.attempts`."""
     retry = item.contract["retry"]
     if item.attempts >= retry["maxAttempts"]:
         return "attempts"
@@ -96,7 +104,8 @@ def after_failure(item: WorkItem, permanent: bool, now: datetime) -> Outcome:
 
 
 def refusal(item: WorkItem, now: datetime) -> dict | None:
-    """Why the failed `item` may not be offered again at `now`, or None when it may."""
+    """Why automatic dispatch may not offer the failed `item` again at `now`
+    ({reason: attempts|backoff|deadline|cost|permanent, ...}), or None when it may."""
     retry = item.contract["retry"]
     details = {"attempts": item.attempts, "maxAttempts": retry["maxAttempts"]}
     if item.retry_exhausted:
@@ -107,20 +116,3 @@ def refusal(item: WorkItem, now: datetime) -> dict | None:
     if item.retry_at is not None and now < item.retry_at:
         return {"reason": "backoff", **details, "retryAt": format_time(item.retry_at)}
     return None
-
-
-def check_retry(item: WorkItem, now: datetime) -> None:
-    refused = refusal(item, now)
-    if refused is not None:
-        why = _EXPLAIN[refused["reason"]]
-        raise ProtocolError("BUDGET_EXCEEDED", f"WorkItem {item.id} may not be retried now: {why}",
-                            refused)
-
-
-_EXPLAIN = {
-    "attempts": "its attempts are exhausted",
-    "deadline": "the retry deadline has passed",
-    "cost": "its retry cost budget is spent",
-    "backoff": "its backoff has not ended",
-    "permanent": "its failure was permanent",
-}

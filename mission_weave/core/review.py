@@ -132,16 +132,36 @@ def integrity(contract: dict, submission: dict, facts: dict) -> dict:
         artifacts.append({"hash": name, "present": found.present, "intact": found.intact,
                           "size": found.size, "result": FAIL if problem else PASS,
                           "detail": problem or "stored and intact"})
-    schemas = []
+    schemas, deliverables = [], []
     by_deliverable = deliverable_artifacts(contract, submission)
     for deliverable in contract["deliverables"]:
-        if "schema" not in deliverable:
-            continue
         hashes = by_deliverable[deliverable["id"]]
-        schemas.append({"deliverableId": deliverable["id"], "artifacts": hashes,
-                        **_schema_outcome(deliverable, hashes, facts)})
-    failed = any(a["result"] == FAIL for a in artifacts + schemas)
-    return {"result": FAIL if failed else PASS, "artifacts": artifacts, "schemas": schemas}
+        deliverables.append({"deliverableId": deliverable["id"], "artifacts": hashes,
+                             **_delivery_outcome(deliverable, hashes, facts)})
+        if "schema" in deliverable:
+            schemas.append({"deliverableId": deliverable["id"], "artifacts": hashes,
+                            **_schema_outcome(deliverable, hashes, facts)})
+    failed = any(a["result"] == FAIL for a in artifacts + schemas + deliverables)
+    return {"result": FAIL if failed else PASS, "artifacts": artifacts, "schemas": schemas,
+            "deliverables": deliverables}
+
+
+def _delivery_outcome(deliverable: dict, hashes: list, facts: dict) -> dict:
+    """A deliverable is delivered by artifacts with a published manifest in this Group
+    (§13.1), of the media type the contract asks for."""
+    if not hashes:
+        return {"result": FAIL, "detail": f"no artifact delivers {deliverable['id']}"}
+    problems = []
+    for name in hashes:
+        found = facts[name]
+        if found.sources is None:
+            problems.append(f"{name}: no manifest of it is published in this Group")
+        elif deliverable.get("mediaType") and found.media_type != deliverable["mediaType"]:
+            problems.append(f"{name}: its manifest says {found.media_type}, the contract "
+                            f"asks for {deliverable['mediaType']}")
+    if problems:
+        return {"result": FAIL, "detail": "; ".join(problems)}
+    return {"result": PASS, "detail": f"{len(hashes)} published artifact(s)"}
 
 
 def _schema_outcome(deliverable: dict, hashes: list, facts: dict) -> dict:

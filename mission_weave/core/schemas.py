@@ -86,7 +86,10 @@ CHECKPOINT = _body({"progress": PROGRESS, "stateArtifact": HASH}, ["progress"])
 BODIES = {
     "mission.create": _body({"missionId": ID, "title": TEXT, "ownerId": PRINCIPAL,
                              "coordinatorId": PRINCIPAL, "budgets": SIX_DIMENSIONS,
-                             "autoDispatch": {"type": "boolean"}},
+                             "autoDispatch": {"type": "boolean"},
+                             # §10.2 scoped delegates: may act as the Mission's Coordinator
+                             "delegates": {"type": "array", "items": PRINCIPAL,
+                                           "maxItems": 20, "uniqueItems": True}},
                             ["title", "ownerId", "coordinatorId"]),
     "mission.create_child": _body({"childMissionId": ID, "title": TEXT,
                                    "childFailurePolicy": {"enum": ["block", "fail"]}},

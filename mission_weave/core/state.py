@@ -114,6 +114,7 @@ class Mission:
     owner_id: str
     coordinator_id: str
     state: str = MISSION_ACTIVE
+    delegates: tuple = ()  # principals who may act as its Coordinator (§10.2)
     revision: int = 1
     budgets: dict = field(default_factory=dict)
     parent_work_item_id: str | None = None
@@ -201,7 +202,8 @@ def _update_item(view: View, item_id: str, **changes):
 def _mission_created(view, event, data):
     mission = Mission(
         id=data["missionId"], title=data["title"], owner_id=data["ownerId"],
-        coordinator_id=data["coordinatorId"], budgets=data.get("budgets") or {},
+        coordinator_id=data["coordinatorId"], delegates=tuple(data.get("delegates", ())),
+        budgets=data.get("budgets") or {},
         parent_work_item_id=data.get("parentWorkItemId"),
         parent_mission_id=data.get("parentMissionId"),
         child_failure_policy=data.get("childFailurePolicy"),
@@ -616,6 +618,7 @@ def mission_from_doc(doc: dict) -> Mission:
     for name in _MISSION_TIMES:
         values[name] = _parse(values[name])
     values["work_items"] = tuple(values["work_items"])
+    values["delegates"] = tuple(values.get("delegates", ()))
     return Mission(**values)
 
 

@@ -1,14 +1,20 @@
 """What the sweeper decides for itself when a deadline passes (§10.2, §11.3, §11.5).
 
 Pure, like `commands.decide`: the view is one Group's due WorkItems (and their
-Missions) as read under the Group lock, and `context.now` is the only time used, so a
-stale candidate list from the shell is harmless: an item that was renewed, started,
-accepted or already fenced since it was selected yields nothing here.
+Missions, and their dependencies) as read under the Group lock, and `context.now` is the
+only time used, so a stale candidate list from the shell is harmless: an item that was
+renewed, started, accepted or already fenced since it was selected yields nothing here.
 
-Offer expiry itself appends nothing (§10.2); only automatic dispatch of the next
-candidate does, and that decision belongs to `dispatch.redispatch`.
+A lease timeout appends `lease.expired`; a missed start-by deadline or a run-out blocked
+lease `work.ownership_expired`. Either way the item has no live owner any more: it is
+re-offerable at once and counts against nobody's capacity. Under `autoDispatch` a timed-out
+item (lease or start-by, not a blocked one, which waits for its blocker's resolution) is
+also reassigned in the same transaction, or ends `failed` (dispatch.py). Offer expiry
+itself appends nothing (§10.2); only automatic dispatch of the next candidate does, and
+that decision belongs to `dispatch.redispatch`.
 """
 
+from . import dispatch
 from .commands import Context, Draft
 from .commands.base import item_draft
 from .state import ACTIVE, BLOCKED, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
@@ -41,8 +47,11 @@ def expire(item: WorkItem, now) -> list:
 
 
 def wants_dispatch(view: View, item: WorkItem, now) -> bool:
-    """An offered item whose unanswered offers all expired, or a failed item whose retry
-    backoff ran out, in an active Mission that asked for automatic dispatch."""
+    """An item automatic dispatch may have something to do for, in an active Mission that
+    asked for it: an offered item whose unanswered offers all expired, a failed item whose
+    retry backoff ran out, an active or queued item whose owner timed out. Reads neither
+    the contract nor the dependencies (the shell selects with it before the lock);
+    `dispatch.redispatch` decides."""
     mission = view.missions.get(item.mission_id)
     if mission is None or not mission.auto_dispatch or mission.state != MISSION_ACTIVE:
         return False
@@ -51,19 +60,26 @@ def wants_dispatch(view: View, item: WorkItem, now) -> bool:
         return bool(unanswered) and not any(o.is_live(now) for o in unanswered)
     if item.state == FAILED:
         return item.retry_at is not None and now >= item.retry_at
-    return False
+    return dispatch.timed_out(item, now) is not None
 
 
-def decide(view: View, context: Context, redispatch=None) -> list:
-    """Every draft the sweep appends for the WorkItems in `view`, in item id order.
-    `redispatch(view, item, context)` offers the next candidate; without it (no
-    automatic dispatch available) expired offers and due retries are left alone."""
+def decide(view: View, context: Context, redispatch=None, item_ids=None) -> list:
+    """Every draft the sweep appends for the WorkItems `item_ids` (default: all of the
+    view; the others are what they depend on), in item id order: each one's expiry, then
+    `redispatch(view, item, context)` as the expiry leaves it, all in one transaction, so
+    that a timed-out item is never left expired but not reassigned. Without `redispatch`
+    (no automatic dispatch available) expired offers, due retries and timeouts get only
+    their expiry."""
     drafts = []
-    for item_id in sorted(view.items):
-        item = view.items[item_id]
-        drafts += expire(item, context.now)
+    for item_id in sorted(view.items if item_ids is None else item_ids):
+        item = view.items.get(item_id)
+        if item is None:
+            continue
+        expired = expire(item, context.now)
+        drafts += expired
         if redispatch is not None and wants_dispatch(view, item, context.now):
-            drafts += redispatch(view, item, context)
+            future, current = dispatch.evolved(view, expired, item_id, context.now)
+            drafts += redispatch(future, current, context)
     return drafts
 
 
@@ -71,13 +87,16 @@ def split(view: View, now) -> tuple[list, list]:
     """(the expiry drafts, in item id order; the ids of the items due automatic
     dispatch). An expiry needs nothing but its own WorkItem, so the sweeper decides it
     before taking the Group lock and appends it if the item is unchanged under it;
-    dispatch ranks the Group's workers and is decided under the lock (`decide`)."""
+    dispatch ranks the Group's workers and is decided under the lock (`decide`), and so
+    is the expiry of an item it is for: a timeout and its reassignment are one
+    transaction, or neither happened and the item is still due next sweep."""
     drafts, dispatching = [], []
     for item_id in sorted(view.items):
         item = view.items[item_id]
-        drafts += expire(item, now)
         if wants_dispatch(view, item, now):
             dispatching.append(item_id)
+        else:
+            drafts += expire(item, now)
     return drafts, dispatching
 
 
@@ -86,4 +105,5 @@ def counts(events) -> dict:
     types = [e["type"] if isinstance(e, dict) else e.type for e in events]
     return {"expiredLeases": types.count(LEASE_EXPIRED),
             "expiredOwnerships": types.count(OWNERSHIP_EXPIRED),
-            "redispatched": types.count("work.offered")}
+            "redispatched": types.count("work.offered"),
+            "failed": types.count("work.failed")}

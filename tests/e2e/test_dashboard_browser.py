@@ -30,7 +30,8 @@ def accepted_item(s: Scenario) -> str:
     reviewer.ok("evidence.record", {"evidence": [evidence(
         ["ac1"], producer=reviewer.principal, result="pass: every section is summarized",
         method="read against the report", artifacts=[name])]}, workItemId=item_id)
-    s.c.ok("work.accept_result", {}, workItemId=item_id)
+    s.c.ok("work.accept_result", {"evidence": [evidence(
+        ["ac1", "ac2"], result="pass: the review passed and I agree")]}, workItemId=item_id)
     return item_id
 
 

@@ -48,7 +48,8 @@ def test_archiving_during_appends_and_reads_keeps_the_chain_whole():
     group_id = world.group.id
     writers = [world.agent(f"c{n}-archive-race", roles=("coordinator",))
                for n in range(WRITERS)]
-    writers[0].ok("mission.create", {"title": "seed", "ownerId": writers[0].principal,
+    owner = world.human("owner-archive-race")  # the MissionOwner of every Mission here
+    writers[0].ok("mission.create", {"title": "seed", "ownerId": owner.principal,
                                      "coordinatorId": writers[0].principal})
     done = threading.Event()
     floors, pages = [], []
@@ -56,7 +57,7 @@ def test_archiving_during_appends_and_reads_keeps_the_chain_whole():
     def write(actor):
         def call():
             for n in range(COMMANDS):
-                actor.ok("mission.create", {"title": f"m{n}", "ownerId": actor.principal,
+                actor.ok("mission.create", {"title": f"m{n}", "ownerId": owner.principal,
                                             "coordinatorId": actor.principal})
         return call
 

@@ -144,8 +144,8 @@ def test_a_checkpoint_makes_the_token_inactive(s):
 def test_a_submission_makes_the_token_inactive(s):
     item_id, token = started(s)
 
-    s.w1.ok("work.submit", {"contractRevision": 1, "evidence": [evidence(["ac1", "ac2"])]},
-            **s.lease_fields(item_id))
+    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [s.deliver(item_id)],
+                            "evidence": [evidence(["ac1", "ac2"])]}, **s.lease_fields(item_id))
 
     assert introspect(s.c, token["token"]) == {"active": False}
 

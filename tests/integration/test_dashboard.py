@@ -32,13 +32,16 @@ def mission_url(s: Scenario, action: str = "") -> str:
 
 
 def human_coordinator(s: Scenario):
-    return s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
+    """A human Coordinator, whose Mission the Scenario then works in."""
+    human = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
+    s.coordinated_by(human)
+    return human
 
 
 def submitted(s: Scenario, **contract_overrides) -> str:
     """An item run by w1 and submitted with Evidence for ac1 and ac2 (no artifacts)."""
     item_id, _ = s.running(s.w1, **contract_overrides)
-    s.w1.ok("work.submit", {"contractRevision": 1, "evidence": [
+    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [s.deliver(item_id)], "evidence": [
         evidence(["ac1"], result="pass: every section has a paragraph"),
         evidence(["ac2"], result="pass: 412 words")]}, **s.lease_fields(item_id))
     return item_id

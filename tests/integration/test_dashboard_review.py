@@ -31,6 +31,7 @@ def html_of(actor, path: str) -> str:
 def test_a_human_sees_why_an_item_was_verified_and_approves(transactional_db, eager):
     s = Scenario()
     coordinator = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
+    s.coordinated_by(coordinator)
     reviewer = s.world.agent("rev-" + s.world.group.slug, roles=("reviewer",))
     document = {"title": "Q3 summary", "words": 320}
     item_id, name = submitted_json(s, document, result="pass: covers all four sections")
@@ -87,6 +88,7 @@ def test_accepting_a_failed_review_needs_a_reason_and_records_the_override(trans
                                                                           eager):
     s = Scenario()
     coordinator = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
+    s.coordinated_by(coordinator)
     item_id, _ = submitted_json(s, {"title": "Q3 summary", "words": 900})  # breaks the schema
     url = f"/g/{s.world.group.id}/work-items/{item_id}/"
     head = s.world.head

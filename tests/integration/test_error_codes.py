@@ -49,8 +49,9 @@ def mission_body(s, title="Another mission") -> dict:
     return {"title": title, "ownerId": s.owner.principal, "coordinatorId": s.c.principal}
 
 
-def submit_body(criteria=("ac1", "ac2"), revision=1) -> dict:
-    return {"contractRevision": revision, "evidence": [evidence(list(criteria))]}
+def submit_body(criteria=("ac1", "ac2"), revision=1, artifacts=()) -> dict:
+    return {"contractRevision": revision, "artifacts": list(artifacts),
+            "evidence": [evidence(list(criteria))]}
 
 
 # --- 400 -------------------------------------------------------------------------------------
@@ -545,7 +546,8 @@ def test_a_rejected_command_sent_again_gets_the_same_rejection(s):
     s.offer(item_id)
     s.accept(item_id)
     s.start(item_id)
-    s.w1.ok("work.submit", submit_body(), **s.lease_fields(item_id))
+    s.w1.ok("work.submit", submit_body(artifacts=[s.deliver(item_id)]),
+            **s.lease_fields(item_id))
     head = s.world.head
     later = s.c.post(envelope)
     assert (later.status_code, later.json()) == (first.status_code, first.json())

@@ -68,10 +68,10 @@ def report_presence(worker, **body):
 
 def verify_with(s, worker) -> str:
     item_id, _ = s.running(worker)
-    worker.ok("work.submit", {"contractRevision": 1,
+    worker.ok("work.submit", {"contractRevision": 1, "artifacts": [s.deliver(item_id, worker)],
                               "evidence": [evidence(["ac1", "ac2"], producer=worker.principal)]},
               **s.lease_fields(item_id))
-    s.c.ok("work.accept_result", {"evidence": []}, workItemId=item_id)
+    s.accept_result(item_id)
     return item_id
 
 

@@ -70,8 +70,9 @@ class Cast:
         # acceptance is not what these races are about, so the cards leave room for them.
         self.workers = [self.world.agent(f"w{n}-{slug}", card=ROOMY_CARD)
                         for n in range(1, workers + 1)]
+        owner = self.world.human(f"owner-{slug}")
         self.mission_id = self.c.ok("mission.create", {
-            "title": "Races", "ownerId": self.c.principal,
+            "title": "Races", "ownerId": owner.principal,
             "coordinatorId": self.c.principal})[0]["missionId"]
 
     def authorize(self) -> str:

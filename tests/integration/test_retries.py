@@ -1,14 +1,19 @@
 """Retries (§11.4) and cooperative preemption (§11.3) through HTTP. Time moves with
-time_machine (tick=False); every rejection leaves the Group's head where it was."""
+time_machine (tick=False); every rejection leaves the Group's head where it was.
+
+The retry budgets (attempts, backoff, deadline, cost) limit AUTOMATIC retries only: the
+sweeper's automatic dispatch under `autoDispatch`. A Coordinator's explicit `work.offer`
+of a failed item passes at any time (§10.2: failed returns control to the Coordinator)."""
 
 from datetime import timedelta
 
 import pytest
 
 from apps.ledger.verify import verify_group
+from apps.work import sweeper
 from mission_weave.protocol.idempotency import idempotency_key
-from mission_weave.protocol.timefmt import format_time
-from tests.support import Scenario, evidence, now
+from mission_weave.protocol.timefmt import format_time, parse_time
+from tests.support import Scenario, contract, evidence, now
 
 RETRY = {"maxAttempts": 3, "backoff": {"strategy": "exponential", "initialSeconds": 10,
                                        "maxSeconds": 300, "multiplier": 2}}
@@ -25,33 +30,65 @@ def later(clock, seconds: float) -> None:
 
 def fail(s, item_id, **body) -> dict:
     """The lease holder reports a failure; returns the work.failed event's data."""
-    events = s.w1.ok("work.fail", {"evidence": [evidence(["ac1"], result="tool outage")],
-                                   "reason": "outage", **body}, **s.lease_fields(item_id))
+    holder = s.w1 if s.item(item_id)["owner"] == s.w1.name else s.w2
+    events = holder.ok("work.fail", {"evidence": [evidence(["ac1"], producer=holder.principal,
+                                                           result="tool outage")],
+                                     "reason": "outage", **body}, **s.lease_fields(item_id))
     assert [e["type"] for e in events] == ["lease.revoked", "work.failed"]
     return events[-1]["data"]
 
 
-def refused_offer(s, item_id) -> dict:
+def auto_running(s, **contract_overrides) -> tuple[str, dict]:
+    """An item of a Mission with automatic dispatch, offered to w1, accepted, started."""
+    mission_id = s.c.ok("mission.create", {
+        "title": "auto", "ownerId": s.owner.principal, "coordinatorId": s.c.principal,
+        "autoDispatch": True})[0]["missionId"]
+    item_id = s.c.ok("work.authorize", {"missionId": mission_id,
+                                        "contract": contract(**contract_overrides)})[0][
+        "workItemId"]
+    s.offer(item_id, s.w1)
+    s.accept(item_id, s.w1)
+    return item_id, s.start(item_id, s.w1)
+
+
+def swept_nothing(s) -> None:
     head = s.world.head
-    response = s.c.send("work.offer", {"candidates": [s.w1.name], "mode": "sequential",
-                                       "expiresAt": format_time(now() + timedelta(seconds=600))},
-                        workItemId=item_id)
-    assert response.status_code == 409, response.json()
-    error = response.json()["error"]
-    assert error["code"] == "BUDGET_EXCEEDED", error
-    assert s.world.head == head, "a rejection must append nothing"
-    return error["details"]
+    result = sweeper.sweep()
+    assert (result["redispatched"], s.world.head) == (0, head), result
 
 
-def retry(s, item_id) -> dict:
-    """Offer again, accept, start: the started event's data."""
-    s.offer(item_id)
-    s.accept(item_id)
-    return s.start(item_id)
+def swept_retry(s, item_id) -> dict:
+    """The sweeper offers the failed item again: its work.offered data."""
+    head = s.world.head
+    assert sweeper.sweep()["redispatched"] == 1
+    (offered,) = s.c.get(f"events?after={head}").json()["events"]
+    assert (offered["type"], offered["actor"], offered["workItemId"]) == (
+        "work.offered", "system", item_id)
+    assert offered["data"]["autoDispatch"]["after"] == "retry"
+    return offered["data"]
 
 
-def test_backoff_windows_then_exhaustion(s, clock):
-    item_id, first = s.running(retry=RETRY)
+def explicit_offer(s, item_id) -> list:
+    """The Coordinator offers the failed item to w1 itself: allowed, whatever the budget."""
+    events = s.c.ok("work.offer", {"candidates": [s.w1.name], "mode": "sequential",
+                                   "expiresAt": format_time(now() + timedelta(seconds=600))},
+                    workItemId=item_id)
+    assert events[-1]["type"] == "work.offered"
+    assert s.item(item_id)["state"] == "offered"
+    return events
+
+
+def retry(s, item_id, offered: dict | None = None) -> dict:
+    """The addressed worker (w1 unless `offered` names another) accepts and starts: the
+    started event's data."""
+    name = offered["offers"][0]["agentId"] if offered else s.w1.name
+    worker = s.w1 if name == s.w1.name else s.w2
+    s.accept(item_id, worker)
+    return s.start(item_id, worker)
+
+
+def test_automatic_retries_wait_out_the_backoff_then_stop_when_exhausted(s, clock):
+    item_id, first = auto_running(s, retry=RETRY)
 
     failed = fail(s, item_id)
     assert failed["retryAt"] == format_time(now() + timedelta(seconds=10))
@@ -59,19 +96,18 @@ def test_backoff_windows_then_exhaustion(s, clock):
     assert s.item(item_id)["state"] == "failed"
 
     later(clock, 9)
-    assert refused_offer(s, item_id) == {"reason": "backoff", "attempts": 1, "maxAttempts": 3,
-                                         "retryAt": failed["retryAt"]}
+    swept_nothing(s)
     later(clock, 1)
-    second = retry(s, item_id)
+    second = retry(s, item_id, swept_retry(s, item_id))
     assert (second["attempt"], second["ownershipEpoch"]) == (2, first["ownershipEpoch"] + 1)
     assert second["idempotencyKey"] != first["idempotencyKey"]
 
     failed = fail(s, item_id)
     assert failed["retryAt"] == format_time(now() + timedelta(seconds=20))
     later(clock, 19)
-    assert refused_offer(s, item_id)["reason"] == "backoff"
+    swept_nothing(s)
     later(clock, 1)
-    third = retry(s, item_id)
+    third = retry(s, item_id, swept_retry(s, item_id))
     assert third["attempt"] == 3
 
     failed = fail(s, item_id)
@@ -79,7 +115,34 @@ def test_backoff_windows_then_exhaustion(s, clock):
     assert (failed["exhausted"], failed["exhaustedBy"]) == (True, "attempts")
     assert failed["evidence"][0]["result"] == "tool outage"
     later(clock, 3600)
-    assert refused_offer(s, item_id)["reason"] == "attempts"
+    swept_nothing(s)
+    assert s.item(item_id)["state"] == "failed"
+    assert verify_group(s.world.group.id) == []
+
+
+def test_a_coordinators_offer_of_a_failed_item_passes_within_the_backoff(s, clock):
+    item_id, first = s.running(retry=RETRY)
+    failed = fail(s, item_id)
+    later(clock, 1)  # nine seconds of backoff left
+
+    explicit_offer(s, item_id)
+
+    second = retry(s, item_id)
+    assert (second["attempt"], second["ownershipEpoch"]) == (2, first["ownershipEpoch"] + 1)
+    assert now() < parse_time(failed["retryAt"])
+    assert verify_group(s.world.group.id) == []
+
+
+def test_a_coordinators_offer_passes_after_the_attempts_are_spent(s, clock):
+    item_id, _ = s.running(retry={**RETRY, "maxAttempts": 1})
+    failed = fail(s, item_id)
+    assert (failed["exhausted"], failed["exhaustedBy"]) == (True, "attempts")
+
+    explicit_offer(s, item_id)
+
+    assert retry(s, item_id)["attempt"] == 2  # beyond maxAttempts: the Coordinator decided
+    # Its failure is exhausted again: still no automatic retry after it.
+    assert fail(s, item_id)["exhaustedBy"] == "attempts"
     assert verify_group(s.world.group.id) == []
 
 
@@ -91,37 +154,40 @@ def test_every_started_attempt_exposes_its_idempotency_key(s):
         item["missionId"], item_id, item["ownershipEpoch"], "attempt-1")
 
 
-def test_a_permanent_failure_is_final(s, clock):
-    item_id, _ = s.running(retry=RETRY)
+def test_a_permanent_failure_is_never_retried_automatically_but_a_coordinator_may(s, clock):
+    item_id, _ = auto_running(s, retry=RETRY)
 
     failed = fail(s, item_id, permanent=True)
     later(clock, 3600)
 
     assert (failed["retryAt"], failed["exhausted"], failed["exhaustedBy"]) == (
         None, True, "permanent")
-    assert refused_offer(s, item_id)["reason"] == "permanent"
+    swept_nothing(s)
+    explicit_offer(s, item_id)
+    assert verify_group(s.world.group.id) == []
 
 
-def test_no_retry_past_the_retry_deadline(s, clock):
+def test_no_automatic_retry_past_the_retry_deadline(s, clock):
     deadline = format_time(now() + timedelta(seconds=60))
-    item_id, _ = s.running(retry={**RETRY, "deadline": deadline})
+    item_id, _ = auto_running(s, retry={**RETRY, "deadline": deadline})
 
     failed = fail(s, item_id)
     later(clock, 60)
 
     assert failed["retryAt"] is not None
-    details = refused_offer(s, item_id)
-    assert (details["reason"], details["deadline"]) == ("deadline", deadline)
+    swept_nothing(s)
+    explicit_offer(s, item_id)  # the Coordinator may still decide to try again
 
 
 def test_a_coordinators_failure_counts_against_the_same_budget(s, clock):
-    item_id, _ = s.running(retry={**RETRY, "maxAttempts": 1})
+    item_id, _ = auto_running(s, retry={**RETRY, "maxAttempts": 1})
 
     events = s.c.ok("work.fail", {"evidence": [evidence(["ac1"], producer=s.c.principal)]},
                     workItemId=item_id)
 
     assert events[-1]["data"]["exhaustedBy"] == "attempts"
-    assert refused_offer(s, item_id)["reason"] == "attempts"
+    later(clock, 3600)
+    swept_nothing(s)
 
 
 def test_a_resume_after_a_checkpoint_is_the_same_attempt(s):

@@ -106,7 +106,8 @@ def test_a_passing_submission_is_reviewed_accepted_and_approved(transactional_db
     assert (passing["verdict"], passing["failing"], passing["pending"]) == ("pass", [], [])
     assert len(passing["criteria"][0]["reviewerEvidence"]) == 2
 
-    verified = s.c.ok("work.accept_result", {}, workItemId=item_id)
+    verified = s.c.ok("work.accept_result", {"evidence": [evidence(
+        ["ac1", "ac2"], result="pass: the review passed; I read it too")]}, workItemId=item_id)
     assert verified[0]["data"]["review"] == {
         "submissionRevision": first["submissionRevision"], "verdict": "pass", "overridden": []}
     approved = s.owner.ok("mission.approve", {"missionId": s.mission_id})
@@ -222,8 +223,8 @@ def test_evidence_record_refusals_append_nothing(db):
 
     not_submitted = reviewer.send("evidence.record", {"evidence": [evidence(
         ["ac1"], producer=reviewer.principal)]}, workItemId=item_id)
-    s.w1.ok("work.submit", {"contractRevision": 1, "evidence": [evidence(["ac1", "ac2"])]},
-            **s.lease_fields(item_id))
+    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [s.deliver(item_id)],
+                            "evidence": [evidence(["ac1", "ac2"])]}, **s.lease_fields(item_id))
     head = s.world.head
     by_worker = s.w2.send("evidence.record", {"evidence": [evidence(
         ["ac1"], producer=s.w2.principal)]}, workItemId=item_id)

@@ -36,6 +36,7 @@ from apps.ledger.verify import verify_group
 from apps.work.models import WorkItem
 from mission_weave.protocol.errors import HTTP_STATUS
 from mission_weave.protocol.timefmt import format_time
+from tests.integration.artifact_helpers import digest, manifest, signed, upload
 from tests.support import World, contract, evidence
 
 PROTOCOL_CODES = {code: status for code, status in HTTP_STATUS.items() if status < 500}
@@ -165,6 +166,18 @@ class GroupMachine(RuleBasedStateMachine):
             lease = None
         return {"workItemId": item_id, "ownershipEpoch": self.epoch(data, item), "leaseId": lease}
 
+    def deliverable(self, worker, item) -> list:
+        """`worker` uploads a deliverable of the item and publishes its manifest (refused
+        unless it holds the lease): the hashes its submission can cite (§13.1)."""
+        data = f"the deliverable of {item['id']}, {uuid.uuid4().hex}".encode()
+        upload(worker, data)
+        lease = item["lease"]["id"] if item["lease"] else None
+        response = self.send(worker, "artifact.publish",
+                             signed(manifest(worker, item["missionId"], item["id"], data), worker),
+                             workItemId=item["id"], ownershipEpoch=item["ownershipEpoch"],
+                             leaseId=lease)
+        return [digest(data)] if response.status_code == 200 else []
+
     def epoch(self, data, item) -> int:
         return max(item["ownershipEpoch"] - data.draw(st.sampled_from([0, 0, 0, 1]),
                                                       label="olderEpoch"), 0)
@@ -242,11 +255,15 @@ class GroupMachine(RuleBasedStateMachine):
             criteria = [c["id"] for c in item["contract"]["acceptanceCriteria"]]
             return (owner, "work.submit", {
                 "contractRevision": item["contractRevision"],
+                "artifacts": self.deliverable(owner, item),
                 "evidence": [evidence(criteria, producer=owner.principal)]},
                 {"workItemId": item_id, "ownershipEpoch": item["ownershipEpoch"],
                  "leaseId": lease["id"]})
-        if state == "submitted":
-            return (self.c, "work.accept_result", {}, {"workItemId": item_id})
+        if state == "submitted":  # no review runs here: the Coordinator answers for it
+            criteria = [c["id"] for c in item["contract"]["acceptanceCriteria"]]
+            return (self.c, "work.accept_result", {
+                "evidence": [evidence(criteria, producer=self.c.principal)]},
+                {"workItemId": item_id})
         if state == "blocked":
             return (self.c, "work.unblock", {"resolution": "resolved"}, {"workItemId": item_id})
         return offer
@@ -385,15 +402,18 @@ class GroupMachine(RuleBasedStateMachine):
         if data.draw(st.integers(0, 3), label="partialEvidence") == 0:
             criteria = criteria[:-1]
         records = [evidence(criteria, producer=worker.principal)] if criteria else []
+        artifacts = self.deliverable(worker, item)
         self.send(worker, "work.submit",
-                  {"contractRevision": self.revision(data, item), "evidence": records},
-                  **self.lease_fields(data, item_id, item))
+                  {"contractRevision": self.revision(data, item), "artifacts": artifacts,
+                   "evidence": records}, **self.lease_fields(data, item_id, item))
 
     @when("submitted")
     @rule(item_id=items, data=st.data())
     def accept_result(self, item_id, data):
         item_id = self.target(data, item_id, "submitted")
-        self.send(self.c, "work.accept_result", {}, workItemId=item_id)
+        criteria = [c["id"] for c in self.item(item_id)["contract"]["acceptanceCriteria"]]
+        self.send(self.c, "work.accept_result", {"evidence": [
+            evidence(criteria, producer=self.c.principal)]}, workItemId=item_id)
 
     @when(*UNFINISHED)
     @rule(item_id=items, data=st.data())

@@ -1,11 +1,13 @@
 """The sweeper on PostgreSQL (apps/work/sweeper.py), every deadline rule driven by
 time-machine: the server reads django.utils.timezone.now(), frozen here with tick=False.
 
-Lease timeout -> lease.expired only (the owner stays recorded but is no longer live, and
-the next work.offer appends its work.ownership_expired); missed start-by and run-out
-blocked leases -> work.ownership_expired; offer expiry appends nothing (§10.2), unless
-the Mission asks for automatic dispatch, as does a failed item whose backoff ran out; a
-late result after expiry is refused, kept for audit, and never completes the item (§11.5).
+Lease timeout -> lease.expired only without autoDispatch (the owner stays recorded but is
+no longer live, and the next work.offer appends its work.ownership_expired; with
+autoDispatch the sweeper reassigns it: test_sweeper_reassign.py); missed start-by and
+run-out blocked leases -> work.ownership_expired; offer expiry appends nothing (§10.2),
+unless the Mission asks for automatic dispatch, as does a failed item whose backoff ran
+out; a late result after expiry is refused, kept for audit, and never completes the item
+(§11.5).
 Then the same sweep through mw_sweep, Celery (eager, and a real worker with beat) and
 the embedded in-process thread.
 """

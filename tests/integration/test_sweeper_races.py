@@ -181,9 +181,9 @@ def test_submit_against_lease_expiry():
     for _ in range(ROUNDS):
         items = running(s, ITEMS)
         moment = max(expiry for _, _, expiry in items)
-        submits = [s.w1.envelope("work.submit", {"contractRevision": 1,
-                                                 "evidence": [evidence(["ac1", "ac2"])]},
-                                 **fields) for _, fields, _ in items]
+        submits = [s.w1.envelope("work.submit", {
+            "contractRevision": 1, "artifacts": [s.deliver(item_id)],
+            "evidence": [evidence(["ac1", "ac2"])]}, **fields) for item_id, fields, _ in items]
         results = race([sweep_at(moment)]
                        + [lambda e=e: post(s.w1.token, s.world.group.id, e) for e in submits])
         swept, answers = results[0], results[1:]
@@ -270,4 +270,91 @@ def test_sweepers_and_commands_across_groups_leave_every_group_consistent():
         for item_id, _, _ in items:
             assert s.item(item_id)["lease"] is None or parse_time(
                 s.item(item_id)["lease"]["expiresAt"]) > moment
+        check_invariants(s.world.group.id)
+
+
+# --- reassignment under autoDispatch (§11.5): a timeout and its re-offer are one append ---------
+
+def auto_running(s: Scenario, count: int) -> list:
+    """`count` WorkItems of a Mission with automatic dispatch, offered to w1 alone,
+    accepted and started: [(item id, lease fields, lease expiry)]."""
+    mission_id = s.c.ok("mission.create", {
+        "title": "auto", "ownerId": s.owner.principal, "coordinatorId": s.c.principal,
+        "autoDispatch": True})[0]["missionId"]
+    items = []
+    for _ in range(count):
+        item_id = s.c.ok("work.authorize", {"missionId": mission_id,
+                                            "contract": contract()})[0]["workItemId"]
+        s.offer(item_id, s.w1)
+        s.accept(item_id, s.w1)
+        started = s.start(item_id, s.w1)
+        items.append((item_id, s.lease_fields(item_id), parse_time(started["expiresAt"])))
+    return items
+
+
+def system_offers(group_id: str, item_id: str) -> int:
+    return Event.objects.filter(group_id=group_id, work_item_id=item_id, type="work.offered",
+                                actor="system").count()
+
+
+def test_a_late_renewal_against_the_sweep_reassigning_its_item():
+    s = cast()
+    for _ in range(ROUNDS):
+        items = auto_running(s, ITEMS)
+        moment = max(expiry for _, _, expiry in items)
+        renewals = [s.w1.envelope("lease.renew", {}, **fields) for _, fields, _ in items]
+        raced = ITEMS // 2  # the others' renewals come after the sweep: late for sure
+        results = race([sweep_at(moment)]
+                       + [lambda e=e: post(s.w1.token, s.world.group.id, e)
+                          for e in renewals[:raced]])
+        swept, answers = results[0], results[1:]
+        # A sweep that found the Group held by a renewal skipped it: the next one comes.
+        catch_up = sweeper.sweep(now=moment)
+        swept = {k: swept[k] + catch_up[k] for k in swept}
+        answers += [post(s.w1.token, s.world.group.id, e) for e in renewals[raced:]]
+        for (item_id, fields, _), (status, body) in zip(items, answers):
+            item = s.item(item_id)
+            if status == 200:  # renewed first: still w1's, live past the sweep's moment
+                assert (item["state"], item["owner"]) == ("active", s.w1.name)
+                assert parse_time(item["lease"]["expiresAt"]) > moment
+                assert system_offers(s.world.group.id, item_id) == 0
+                continue
+            # Swept first: expired, fenced and offered to another worker in one append;
+            # the late renewal is refused and kept for audit.
+            assert body["error"]["code"] in ("LEASE_EXPIRED", "STALE_LEASE",
+                                             "STALE_OWNERSHIP"), body
+            assert (item["state"], item["owner"], item["lease"]) == ("offered", None, None)
+            (live,) = [o["agentId"] for o in item["offers"] if o["status"] == "live"]
+            assert live == s.w2.name
+            assert system_offers(s.world.group.id, item_id) == 1
+            audit = s.c.get(f"work-items/{item_id}/audit").json()
+            assert "lease.renew" in [r["type"] for r in audit["refusedCommands"]]
+            # Exactly one live owner: the new one, under a higher epoch; the old lease stays dead.
+            assert s.accept(item_id, s.w2)["ownershipEpoch"] == 2
+            again = s.w1.send("lease.renew", {}, **fields)
+            assert again.json()["error"]["code"] == "STALE_OWNERSHIP"
+        refused = sum(1 for status, _ in answers if status != 200)
+        assert refused >= ITEMS - raced
+        assert (swept["expiredLeases"], swept["expiredOwnerships"], swept["redispatched"]) == (
+            refused, refused, refused)
+        check_invariants(s.world.group.id)
+        end_round(s, items)
+
+
+def test_two_sweepers_reassign_every_timed_out_item_exactly_once():
+    batches = [(s, auto_running(s, ITEMS)) for s in (cast() for _ in range(3))]
+    moment = max(expiry for _, items in batches for _, _, expiry in items)
+
+    results = race([sweep_at(moment) for _ in range(4)])
+
+    total = len(batches) * ITEMS
+    assert sum(r["expiredLeases"] for r in results) == total
+    assert sum(r["expiredOwnerships"] for r in results) == total
+    assert sum(r["redispatched"] for r in results) == total
+    assert sweeper.sweep(now=moment)["redispatched"] == 0
+    for s, items in batches:
+        for item_id, _, _ in items:
+            assert system_offers(s.world.group.id, item_id) == 1
+            item = s.item(item_id)
+            assert (item["state"], item["owner"]) == ("offered", None)
         check_invariants(s.world.group.id)

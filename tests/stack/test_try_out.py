@@ -150,9 +150,12 @@ def test_make_test_falls_back_to_private_services(tmp_path):
         assert urls["DATABASE_URL"] != "postgres://postgres@127.0.0.1:5432/missionweave"
         assert urls["REDIS_URL"].startswith("redis://127.0.0.1:")
 
+        # A --basetemp of its own: a pytest run rotates the shared ones, which would take
+        # this test's folders (and the private servers' data) away underneath it.
         suite = subprocess.run(
             [sys.executable, "-m", "pytest", "tests/test_smoke.py",
-             "tests/integration/test_snapshots_ws.py", "-p", "no:cacheprovider"],
+             "tests/integration/test_snapshots_ws.py", "-p", "no:cacheprovider",
+             "--basetemp", str(tmp_path / "inner")],
             cwd=ROOT, env={**env, **urls}, capture_output=True, text=True, timeout=300)
         assert suite.returncode == 0, suite.stdout[-3000:] + suite.stderr[-3000:]
         assert "2 passed" in suite.stdout

@@ -127,6 +127,20 @@ _STATE_FIELDS = {
 ITEM_STATES = tuple(_STATE_FIELDS)
 
 
+DELIVERABLE = "sha256:" + "d" * 64  # the artifact a built item's submission delivers
+
+
+def with_deliverable(view: View, item_id: str = ITEM_ID) -> View:
+    """`view` with DELIVERABLE published for the item (§13.1: a submission cites
+    artifacts published in this Group for this WorkItem)."""
+    item = view.items[item_id]
+    view.artifacts[DELIVERABLE] = {
+        "hash": DELIVERABLE, "origin": "published", "by": AGENT, "at": iso(0),
+        "manifest": {"hash": DELIVERABLE, "mediaType": "text/markdown", "schema": None,
+                     "workItemId": item.id, "missionId": item.mission_id, "producer": WORKER}}
+    return view
+
+
 def view_of(*items: WorkItem, missions=()) -> View:
     """A View holding `items` and their Mission (built unless given in `missions`)."""
     view = View()

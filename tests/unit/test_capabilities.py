@@ -19,7 +19,7 @@ def active_item(**contract_overrides):
     item = builders.work_item(state.QUEUED, contract=builders.contract(
         allowed={"tools": ["search", "fetch"], "data": [], "operations": ["read", "write"],
                  "resources": {}}, **contract_overrides))
-    view = builders.view_of(item)
+    view = builders.with_deliverable(builders.view_of(item))
     start = builders.command("work.start", {"leaseSeconds": 300}, item, command_id="cmd-start")
     drafts = commands.decide(view, start, builders.context())
     return builders.apply(view, drafts), drafts[0].data
@@ -253,7 +253,7 @@ CLOSERS = {
     "work.checkpoint": {"progress": progress()},
     "work.block": {"checkpoint": {"progress": progress()},
                    "requiredResolution": "needs the figures"},
-    "work.submit": {"contractRevision": 1,
+    "work.submit": {"contractRevision": 1, "artifacts": [builders.DELIVERABLE],
                     "evidence": [builders.evidence(["ac1", "ac2"])]},
     "work.fail": {"evidence": [builders.evidence(["ac1"], result="outage")]},
     "work.cancel": {"reason": "no longer needed"},
@@ -264,10 +264,12 @@ CLOSERS = {
 def test_closing_the_lease_revokes_every_token(command_type):
     view, _ = active_item()
     _, view = decide_and_apply(view, holder_command(view, "capability.rotate", {}))
-    roles = {"coordinator"} if command_type == "work.cancel" else builders.ALL_ROLES
+    # The Mission's Coordinator cancels; the lease holder closes the lease otherwise.
+    sender = ({"roles": {"coordinator"}, "actor": builders.COORDINATOR}
+              if command_type == "work.cancel" else {"roles": builders.ALL_ROLES})
 
     _, after = decide_and_apply(view, holder_command(view, command_type, CLOSERS[command_type],
-                                                     command_id="cmd-close", roles=roles))
+                                                     command_id="cmd-close", **sender))
     item = after.items[builders.ITEM_ID]
 
     assert item.live_lease is None

@@ -296,10 +296,10 @@ def submit(item, evidence_list, **body):
 
 def test_submit_with_evidence_for_every_criterion_is_submitted():
     item = builders.work_item(state.ACTIVE)
-    view = builders.view_of(item)
+    view = builders.with_deliverable(builders.view_of(item))
     records = [evidence(["ac1"], "ev-1"), evidence(["ac2"], "ev-2")]
 
-    drafts, after = run(view, submit(item, records, artifacts=["sha256:" + "b" * 64]))
+    drafts, after = run(view, submit(item, records, artifacts=[builders.DELIVERABLE]))
 
     assert [d.type for d in drafts] == ["work.submitted"]
     assert after.items[item.id].state == state.SUBMITTED

@@ -99,8 +99,8 @@ def test_redispatch_returns_nothing_when_there_is_nothing_to_do(situation):
         mission = replace(mission, auto_dispatch=False)
     elif situation == "queue spent":
         item = offered_item(queue=())
-    elif situation == "queued item":
-        item = builders.work_item(state.QUEUED)
+    elif situation == "queued item":  # a live owner: nothing to dispatch
+        item, now = builders.work_item(state.QUEUED), T0
     else:
         mission = replace(mission, state=state.MISSION_CANCELLED)
     view = builders.view_of(item, missions=[mission])
@@ -141,3 +141,54 @@ def test_a_failed_item_whose_attempts_are_spent_is_not_offered_again():
     item = builders.work_item(state.FAILED, retry_at=at(-1), attempts=3)  # maxAttempts is 3
 
     assert dispatch.redispatch(auto_view(item), item, builders.context()) == []
+
+
+# --- every dependency checked is loaded: one absent from the view is not met (§10.4) ---------
+
+def dependent(item_state, **fields):
+    return builders.work_item(item_state, depends_on=("wi_dep",), **fields)
+
+
+@pytest.mark.parametrize("situation", ["expired offers", "retry due", "lease timeout"])
+def test_automatic_dispatch_never_offers_an_item_whose_dependency_it_did_not_load(situation):
+    if situation == "expired offers":
+        item, now = dependent(state.OFFERED, offer_queue=(WORKER_2,)), at(3601)
+    elif situation == "retry due":
+        item, now = dependent(state.FAILED, retry_at=at(-1)), T0
+    else:
+        item, now = dependent(state.ACTIVE, owner_live=False), T0
+    context = builders.context(now=now)
+    verified = builders.work_item(state.VERIFIED, item_id="wi_dep")
+
+    assert dispatch.redispatch(auto_view(item), item, context) == []
+    met = builders.view_of(verified, item, missions=[builders.mission(auto_dispatch=True)])
+    assert dispatch.redispatch(met, item, context)[-1].type == "work.offered"
+
+
+def test_a_sweep_leaves_an_item_with_an_unloaded_dependency_as_its_expiry_leaves_it():
+    from mission_weave.core import sweep
+
+    item = dependent(state.ACTIVE, owner_live=False)
+
+    drafts = sweep.decide(auto_view(item), builders.context(), dispatch.redispatch)
+
+    assert [d.type for d in drafts] == ["lease.expired"]
+
+
+@pytest.mark.parametrize("command_type", ["work.offer", "work.accept_offer", "work.start"])
+def test_a_dependency_absent_from_the_view_is_refused_not_passed(command_type):
+    item_state = {"work.offer": state.OPEN, "work.accept_offer": state.OFFERED,
+                  "work.start": state.QUEUED}[command_type]
+    item = dependent(item_state)
+    body = {"work.offer": {"candidates": [WORKER], "mode": "sequential",
+                           "expiresAt": builders.iso(600)},
+            "work.accept_offer": {"contractRevision": 1}, "work.start": {}}[command_type]
+    actor = builders.COORDINATOR if command_type == "work.offer" else builders.AGENT
+    command = builders.command(command_type, body, item, actor=actor)
+
+    with pytest.raises(ProtocolError) as raised:
+        commands.decide(builders.view_of(item), command, builders.context())
+
+    assert raised.value.code == "DEPENDENCIES_NOT_MET"
+    assert raised.value.details == {"policy": "all_verified", "dependencies": {},
+                                    "missing": ["wi_dep"]}

@@ -13,6 +13,7 @@ from dataclasses import replace
 import pytest
 
 from mission_weave.core import commands, lifecycle, state
+from mission_weave.core.commands import authority
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import AGENT, COORDINATOR, HUMAN, WORKER, contract, evidence, iso, progress
@@ -30,9 +31,11 @@ BODIES = {
     "work.block": {"checkpoint": {"progress": progress()},
                    "requiredResolution": "needs the Q3 figures"},
     "work.unblock": {"resolution": "figures attached"},
-    "work.submit": {"contractRevision": 1, "evidence": [evidence(["ac1", "ac2"])]},
+    "work.submit": {"contractRevision": 1, "artifacts": [builders.DELIVERABLE],
+                    "evidence": [evidence(["ac1", "ac2"])]},
     "work.accept_result": {"evidence": [evidence(["ac1", "ac2"], producer=COORDINATOR)]},
-    "work.fail": {"evidence": [evidence(["ac1"], result="tool outage")], "reason": "outage"},
+    "work.fail": {"evidence": [evidence(["ac1"], result="tool outage", producer=COORDINATOR)],
+                  "reason": "outage"},
     "work.cancel": {"reason": "no longer needed"},
     "mission.create_child": {"title": "Gather the figures", "childFailurePolicy": "fail"},
     "work.decline_offer": {"reason": "capacity"},
@@ -63,9 +66,11 @@ ITEM_SETUP = {
     "approval.grant_execution": {"requires_approval": True},
 }
 
-# approval.grant_execution is given by a human MissionOwner; every other command here is
-# sent by the agent that holds the offer / ownership / lease of the built item.
-ACTORS = {"approval.grant_execution": HUMAN}
+# approval.grant_execution is given by the Mission's human MissionOwner and the
+# Coordinator's commands by the Mission's Coordinator (authority.py); every other command
+# here is sent by the agent that holds the offer / ownership / lease of the built item.
+ACTORS = {"approval.grant_execution": HUMAN,
+          **{command_type: COORDINATOR for command_type in authority.COORDINATOR}}
 
 
 def rows_for(item_state: str, trigger: str) -> list:
@@ -100,7 +105,7 @@ def pair_id(pair) -> str:
 
 def decide_on(item_state: str, command_type: str, **command_fields):
     item = builders.work_item(item_state, **ITEM_SETUP.get(command_type, {}))
-    view = builders.view_of(item)
+    view = builders.with_deliverable(builders.view_of(item), item.id)
     command = builders.command(command_type, BODIES[command_type], item,
                                actor=ACTORS.get(command_type, AGENT), **command_fields)
     return item, view, commands.decide(view, command, builders.context())
@@ -363,6 +368,10 @@ def test_create_child_blocks_the_parent_and_fences_its_ownership():
 
 def test_child_mission_approval_verifies_the_blocked_parent_with_evidence():
     item, view = with_child("fail")
+    # The child did its work: one verified WorkItem (an empty Mission cannot be approved).
+    view.items["wi-child"] = builders.work_item(state.VERIFIED, item_id="wi-child",
+                                                mission_id=CHILD_ID)
+    view.missions[CHILD_ID] = replace(view.missions[CHILD_ID], work_items=("wi-child",))
 
     drafts = commands.decide(view, mission_command("mission.approve", CHILD_ID),
                              builders.context())

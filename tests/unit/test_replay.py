@@ -1,20 +1,25 @@
 """Random command sequences through decide + evolve on an in-memory View, with the
 invariants of §10.2/§11.3 checked after every step (hypothesis)."""
 
+import hashlib
 import json
 from datetime import timedelta
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mission_weave.core import commands, lifecycle, state
 from mission_weave.core.state import Event
+from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 from tests.unit import builders
 from tests.unit.builders import COORDINATOR, HUMAN, MISSION_ID, T0, contract, evidence, progress
 
 WORKERS = ("w1", "w2", "w3")
+KEYS = {w: Ed25519PrivateKey.generate() for w in WORKERS}  # each worker's signing key
+GROUP = "grp_replay"
 ITEMS = ("wi_a", "wi_b", "wi_c")  # wi_b depends on wi_a; wi_c needs execution approval
 ROLES = {COORDINATOR: {"coordinator"}, HUMAN: {"owner"},
          **{f"agent:{w}": {"worker"} for w in WORKERS}}
@@ -50,7 +55,15 @@ class World:
 
     def decide(self, command) -> None:
         self.append(commands.decide(self.view, command, commands.Context(
-            now=self.now, candidates=builders.CANDIDATES)))
+            now=self.now, candidates=builders.CANDIDATES, facts=self.facts(command))))
+
+    def facts(self, command) -> dict:
+        """What the shell would look up: the roles mission.create names, and for an
+        artifact.publish the producer's key and the uploaded blob."""
+        if command.type == "artifact.publish":
+            return {"groupId": GROUP, "producerKey": public_key_b64url(KEYS[command.agent_id]),
+                    "blob": {"size": 42, "corrupted": False}}
+        return {"roles": ROLES}
 
 
 def setup_world() -> World:
@@ -106,8 +119,25 @@ def _revision(world, item):
 
 
 def _submit_body(world, item):
-    return {"contractRevision": item.contract_revision,
+    published = [h for h, r in world.view.artifacts.items()
+                 if r["manifest"]["workItemId"] == item.id]
+    return {"contractRevision": item.contract_revision, "artifacts": published[-1:],
             "evidence": [evidence(item.criteria_ids)]}
+
+
+def _publish(world, item, worker, variant):
+    """The lease holder publishes its deliverable's signed manifest (§13.1)."""
+    agent = _agent_for(world, item, worker, variant)
+    data_hash = "sha256:" + hashlib.sha256(f"{item.id}/{world.counter}".encode()).hexdigest()
+    manifest = sign({
+        "hash": data_hash, "mediaType": "text/markdown", "schema": None, "size": 42,
+        "producer": agent,
+        "agentCardVersion": "1", "missionId": item.mission_id, "groupId": GROUP,
+        "workItemId": item.id, "sources": [],
+        "versions": {"tool": "t", "model": "m", "capability": "c"},
+        "createdAt": format_time(world.now),
+        "classification": "internal", "uri": f"mw://{data_hash}"}, KEYS[agent], f"{agent}#1")
+    return world.command("artifact.publish", manifest, f"agent:{agent}", item)
 
 
 def _resolve_body(world, item):
@@ -162,14 +192,18 @@ ACTIONS = {
     "block": _worker_cmd("work.block", lambda w, i: {
         "checkpoint": {"progress": progress()}, "requiredResolution": "input",
         "blockedLeaseSeconds": 500}),
+    "publish": _publish,
     "submit": _worker_cmd("work.submit", _submit_body),
     "worker_fail": _worker_cmd("work.fail", lambda w, i: {"evidence": [evidence(["ac1"])]}),
     "ambiguity": _worker_cmd("conversation.post", lambda w, i: {"kind": "ambiguity",
                                                                "text": "which quarter?"}),
     "resolve": _coordinator_cmd("conversation.post", _resolve_body),
     "unblock": _coordinator_cmd("work.unblock", lambda w, i: {"resolution": "done"}),
-    "accept_result": _coordinator_cmd("work.accept_result", lambda w, i: {}),
-    "fail": _coordinator_cmd("work.fail", lambda w, i: {"evidence": [evidence(["ac1"])]}),
+    # No review runs here: the Coordinator accepts with Evidence for every criterion.
+    "accept_result": _coordinator_cmd("work.accept_result", lambda w, i: {"evidence": [
+        evidence(list(i.criteria_ids), producer=COORDINATOR)]}),
+    "fail": _coordinator_cmd("work.fail", lambda w, i: {"evidence": [
+        evidence(["ac1"], producer=COORDINATOR)]}),
     "cancel": _coordinator_cmd("work.cancel", lambda w, i: {}),
     "revise": _coordinator_cmd("work.revise_contract", lambda w, i: {
         "contract": {**i.contract, "goal": f"revised {i.contract_revision}",
@@ -192,7 +226,7 @@ GUIDED = {
     state.OPEN: ["offer_sequential", "offer_urgent", "offer_urgent", "revise"],
     state.OFFERED: ["accept", "accept", "decline", "ambiguity", "offer_urgent", "revise"],
     state.QUEUED: ["start", "start", "grant", "accept", "sweep", "offer_sequential"],
-    state.ACTIVE: ["renew", "progress", "checkpoint", "block", "submit", "submit",
+    state.ACTIVE: ["renew", "progress", "checkpoint", "block", "publish", "submit", "submit",
                    "worker_fail", "preempt", "sweep", "offer_urgent"],
     state.BLOCKED: ["unblock", "unblock", "sweep", "offer_sequential", "approve_child",
                     "fail_child"],
@@ -260,7 +294,8 @@ def test_random_command_sequences_keep_the_invariants(steps):
         try:
             drafts = (outcome if isinstance(outcome, list) else
                       commands.decide(world.view, outcome, commands.Context(
-                          now=world.now, candidates=builders.CANDIDATES)))
+                          now=world.now, candidates=builders.CANDIDATES,
+                          facts=world.facts(outcome))))
         except ProtocolError:
             assert world.view.items == before.items  # a rejection changes nothing
             assert world.view.missions == before.missions
@@ -278,8 +313,8 @@ def test_random_command_sequences_keep_the_invariants(steps):
 def test_a_scripted_run_reaches_verified_through_the_same_machinery():
     """The happy path, so the random test is known to be able to get deep."""
     world = setup_world()
-    script = ["offer_sequential", "accept", "start", "renew", "checkpoint", "start", "submit",
-              "accept_result"]
+    script = ["offer_sequential", "accept", "start", "renew", "checkpoint", "start", "publish",
+              "submit", "accept_result"]
     for action in script:
         world.now += timedelta(seconds=30)
         world.decide(ACTIONS[action](world, world.view.items["wi_a"], "w1", "right"))

@@ -1,14 +1,13 @@
 """Retries of §11.4 in the pure core: what an attempt is, backoff arithmetic, the retry
-budgets a work.fail and a later work.offer are held to, and the public idempotency key."""
+budgets a work.fail and automatic dispatch are held to (a Coordinator's explicit
+work.offer is not: §10.2, failed returns control to the Coordinator), and the public
+idempotency key."""
 
 from dataclasses import replace
 from datetime import timedelta
 
-import pytest
-
-from mission_weave.core import commands, retries, state
+from mission_weave.core import commands, dispatch, retries, state
 from mission_weave.protocol import idempotency
-from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import COORDINATOR, WORKER_2, at, iso, progress
 
@@ -32,6 +31,15 @@ def fail(view, item, body=None, now=builders.T0, **fields):
                                command_id="cmd-fail", **fields)
     drafts = commands.decide(view, command, builders.context(now=now))
     return drafts[-1], builders.apply(view, drafts, now)
+
+
+def automatic(view, now):
+    """What the sweeper's automatic dispatch appends for the item at `now`, its Mission
+    asking for it (autoDispatch)."""
+    view = view.copy()
+    view.missions[builders.MISSION_ID] = replace(view.missions[builders.MISSION_ID],
+                                                 auto_dispatch=True)
+    return dispatch.redispatch(view, view.items[builders.ITEM_ID], builders.context(now=now))
 
 
 def offer(view, now, command_id="cmd-offer"):
@@ -150,52 +158,52 @@ def test_a_retryable_failure_records_when_the_retry_may_be_offered():
 def test_the_coordinator_may_fail_it_too_and_the_lease_is_revoked():
     item, view = active()
 
-    event, after = fail(view, item, actor=COORDINATOR, roles={"coordinator"})
+    own = {"evidence": [builders.evidence(["ac1"], producer=COORDINATOR)]}
+    event, after = fail(view, item, own, actor=COORDINATOR, roles={"coordinator"})
 
     assert event.data["retryAt"] == iso(10)
     assert after.items[item.id].lease.close_reason == "revoked"
 
 
-def test_a_retry_is_refused_during_the_backoff_and_offered_after_it():
+def test_the_backoff_holds_automatic_retries_but_not_the_coordinators_offer():
     item, view = active()
     _, view = fail(view, item)
 
-    with pytest.raises(ProtocolError) as early:
-        offer(view, at(9))
-    drafts = offer(view, at(10))
-
-    assert early.value.code == "BUDGET_EXCEEDED"
-    assert early.value.details == {"reason": "backoff", "attempts": 1, "maxAttempts": 3,
-                                   "retryAt": iso(10)}
-    assert drafts[-1].type == "work.offered"
+    # The sweeper's automatic dispatch waits for the backoff to end ...
+    assert automatic(view, at(9)) == []
+    assert retries.refusal(view.items[item.id], at(9)) == {
+        "reason": "backoff", "attempts": 1, "maxAttempts": 3, "retryAt": iso(10)}
+    (retried,) = automatic(view, at(10))
+    assert (retried.type, retried.data["autoDispatch"]["after"]) == ("work.offered", "retry")
+    # ... a Coordinator decides for itself: its explicit offer passes at once (§10.2).
+    assert offer(view, at(1))[-1].type == "work.offered"
 
 
 # --- exhaustion ---------------------------------------------------------------------------------
 
-def test_the_last_attempts_failure_is_exhausted_and_no_retry_is_offered():
+def test_the_last_attempts_failure_is_exhausted_and_only_a_coordinator_may_retry_it():
     item, view = active(attempts=3)
 
     event, after = fail(view, item)
-    with pytest.raises(ProtocolError) as raised:
-        offer(after, at(3600))
 
     assert event.data["retryAt"] is None
     assert (event.data["exhausted"], event.data["exhaustedBy"]) == (True, "attempts")
     assert event.data["evidence"] == FAIL["evidence"]
-    assert raised.value.code == "BUDGET_EXCEEDED"
-    assert raised.value.details["reason"] == "attempts"
+    assert automatic(after, at(3600)) == []
+    assert retries.refusal(after.items[item.id], at(3600))["reason"] == "attempts"
+    assert offer(after, at(3600))[-1].type == "work.offered"
 
 
-def test_a_permanent_failure_is_exhausted_whatever_the_budget_left():
+def test_a_permanent_failure_is_never_retried_automatically_but_a_coordinator_may():
     item, view = active(attempts=1)
 
     event, after = fail(view, item, {"permanent": True})
-    with pytest.raises(ProtocolError) as raised:
-        offer(after, at(3600))
 
     assert (event.data["retryAt"], event.data["exhausted"]) == (None, True)
     assert event.data["exhaustedBy"] == "permanent"
-    assert raised.value.details["reason"] == "permanent"
+    assert automatic(after, at(86400)) == []
+    assert retries.refusal(after.items[item.id], at(3600))["reason"] == "permanent"
+    assert offer(after, at(1))[-1].type == "work.offered"
 
 
 def test_a_contract_revision_lifts_a_permanent_failure_but_not_the_attempt_count():
@@ -208,7 +216,7 @@ def test_a_contract_revision_lifts_a_permanent_failure_but_not_the_attempt_count
     view = builders.apply(view, commands.decide(view, revise, builders.context()))
 
     assert view.items[item.id].retry_exhausted is None
-    assert offer(view, at(3600))[-1].type == "work.offered"
+    assert retries.refusal(view.items[item.id], at(3600)) is None
 
 
 def test_a_failure_past_the_retry_deadline_is_exhausted():
@@ -228,27 +236,22 @@ def test_a_backoff_ending_past_the_retry_deadline_is_exhausted():
     assert event.data["exhaustedBy"] == "deadline"
 
 
-def test_an_offer_after_the_retry_deadline_is_refused():
+def test_no_automatic_retry_after_the_retry_deadline_but_a_coordinators_offer_passes():
     item, view = active(deadline=iso(60))
     _, view = fail(view, item)
 
-    assert offer(view, at(59))[-1].type == "work.offered"
-    with pytest.raises(ProtocolError) as raised:
-        offer(view, at(60))
-
-    assert raised.value.code == "BUDGET_EXCEEDED"
-    assert raised.value.details["reason"] == "deadline"
+    assert automatic(view, at(59))[-1].type == "work.offered"
+    assert automatic(view, at(60)) == []
+    assert retries.refusal(view.items[item.id], at(60))["reason"] == "deadline"
+    assert offer(view, at(60))[-1].type == "work.offered"
 
 
-def test_a_contract_revision_lowering_max_attempts_refuses_the_retry():
+def test_a_contract_revision_lowering_max_attempts_refuses_the_automatic_retry():
     item, view = active(attempts=2)
     _, view = fail(view, item)
     lowered = replace(view.items[item.id], contract=builders.contract(retry=retry(maxAttempts=2)))
 
-    with pytest.raises(ProtocolError) as raised:
-        retries.check_retry(lowered, at(3600))
-
-    assert raised.value.details["reason"] == "attempts"
+    assert retries.refusal(lowered, at(3600))["reason"] == "attempts"
 
 
 # --- cost -----------------------------------------------------------------------------------------
@@ -264,7 +267,7 @@ def test_cost_is_within_budget_until_the_spend_reaches_max_cost():
     assert retries.cost_exceeded(MAX_COST, {"amount": "1", "currency": "EUR"})
 
 
-def test_a_spent_cost_budget_exhausts_the_failure_and_refuses_the_offer():
+def test_a_spent_cost_budget_exhausts_the_failure_and_refuses_the_automatic_retry():
     fresh, _ = active(maxCost=MAX_COST)
     item = replace(fresh, usage={"financial": {"amount": "7.50", "currency": "USD"}})
 

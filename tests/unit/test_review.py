@@ -38,8 +38,10 @@ def submission(artifacts=(A,), **evidence_overrides) -> dict:
 
 
 def stored(name=A, content=None, size=40, **fields) -> ArtifactFacts:
+    """A stored, intact blob whose manifest is published in the Group (as JSON)."""
     return ArtifactFacts(name, present=True, intact=True, size=size,
-                         content=NOT_READ if content is None else content, **fields)
+                         content=NOT_READ if content is None else content,
+                         **{"media_type": "application/json", "sources": (), **fields})
 
 
 GOOD = {"title": "Q3", "words": 320}
@@ -110,7 +112,7 @@ def test_non_empty_fails_on_an_empty_artifact_and_on_none():
 
 
 def test_media_type_and_sources_need_a_published_manifest():
-    bare = stored()
+    bare = stored(media_type=None, sources=None)  # no manifest of it in the Group
     published = stored(media_type="application/json", sources=(S,), missing_sources=())
     orphan = stored(media_type="text/csv", sources=(S,), missing_sources=(S,))
 
@@ -148,6 +150,20 @@ def test_integrity_passes_when_every_artifact_is_stored_intact_and_valid():
                                      "result": "pass", "detail": "stored and intact"}]
     assert [(s["deliverableId"], s["artifacts"], s["result"]) for s in outcome["schemas"]] == [
         ("summary", [A], "pass")]
+
+
+def test_integrity_fails_for_a_deliverable_without_a_manifest_or_of_another_media_type():
+    unpublished = review.integrity(review_contract(), submission(),
+                                   {A: stored(content=GOOD, sources=None)})
+    other_type = review.integrity(review_contract(), submission(),
+                                  {A: stored(content=GOOD, media_type="text/plain")})
+
+    assert unpublished["result"] == other_type["result"] == "fail"
+    assert unpublished["deliverables"] == [{
+        "deliverableId": "summary", "artifacts": [A], "result": "fail",
+        "detail": f"{A}: no manifest of it is published in this Group"}]
+    assert "its manifest says text/plain, the contract asks for application/json" in \
+        other_type["deliverables"][0]["detail"]
 
 
 def test_integrity_fails_on_a_schema_violation_and_says_where():
@@ -423,7 +439,7 @@ def test_accepting_a_failed_review_needs_the_coordinators_evidence_for_each_fail
     item = with_evaluation(submitted_item(), reviewed(check="fail", reviewer_results=["pass"]))
 
     with pytest.raises(ProtocolError) as raised:
-        accept(item)
+        accept(item, [evidence(["ac1"], record_id="c0", producer=COORDINATOR)])
     drafts = accept(item, [evidence(["ac2"], record_id="c1", producer=COORDINATOR,
                                     result="pass: 1.1 KiB is fine for this report")])
 
@@ -443,13 +459,38 @@ def test_failed_integrity_needs_evidence_for_every_criterion_to_accept():
     assert raised.value.details["failingCriteria"] == ["ac2"]
 
 
-def test_a_passed_or_pending_review_is_recorded_with_the_acceptance():
+def test_a_passed_review_is_accepted_and_a_pending_one_only_with_the_coordinators_evidence():
+    # §13.2 "A Worker's claim of completion is insufficient": while the review has not
+    # decided a criterion, acceptance waits for it, or the Coordinator answers for it.
     passed = with_evaluation(submitted_item(), reviewed(reviewer_results=["pass"]))
     pending = with_evaluation(submitted_item(), reviewed())
+    own = [evidence(["ac1", "ac2"], record_id="c1", producer=COORDINATOR,
+                    result="pass: read it myself")]
 
-    assert accept(passed)[0].data["review"]["verdict"] == "pass"
-    assert accept(pending)[0].data["review"] == {
-        "submissionRevision": pending.revision, "verdict": "pending", "overridden": []}
+    assert accept(passed, own)[0].data["review"] == {
+        "submissionRevision": passed.revision, "verdict": "pass", "overridden": []}
+    with pytest.raises(ProtocolError) as raised:  # ac1 awaits a reviewer; ac2 passed its check
+        accept(pending, [evidence(["ac2"], record_id="c0", producer=COORDINATOR)])
+    assert raised.value.code == "REVIEW_PENDING"
+    assert raised.value.details == {"pendingCriteria": ["ac1"], "verdict": "pending"}
+    assert accept(pending, own)[0].data["review"] == {
+        "submissionRevision": pending.revision, "verdict": "pending", "overridden": ["ac1"]}
+
+
+def test_an_acceptance_without_a_review_or_without_evidence_is_refused():
+    unreviewed = submitted_item()
+    passed = with_evaluation(submitted_item(), reviewed(reviewer_results=["pass"]))
+
+    for item, evidence_list, code in (
+            (passed, [], "EVIDENCE_INCOMPLETE"),
+            (unreviewed, [evidence(["ac1"], record_id="c0", producer=COORDINATOR)],
+             "REVIEW_PENDING")):
+        with pytest.raises(ProtocolError) as raised:
+            accept(item, evidence_list)
+        assert raised.value.code == code
+    override = accept(unreviewed, [evidence(["ac1", "ac2"], record_id="c1",
+                                            producer=COORDINATOR)])
+    assert override[0].data["review"]["overridden"] == ["ac1", "ac2"]
 
 
 def test_a_new_submission_starts_a_new_review_and_old_outcomes_do_not_land_on_it():

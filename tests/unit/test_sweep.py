@@ -1,9 +1,11 @@
 """The sweeper's pure decisions (mission_weave/core/sweep.py): which deadline rule fences whom,
-and that an item already fenced, renewed or answered yields nothing."""
+that an item already fenced, renewed or answered yields nothing, and what automatic
+dispatch does for an owner that timed out (§11.5): reassigned at once, or failed when its
+retry budget is spent (§11.4)."""
 
 from dataclasses import replace
 
-from mission_weave.core import commands, fencing, state, sweep
+from mission_weave.core import commands, dispatch, fencing, schemas, state, sweep
 from mission_weave.core.commands import Draft
 from tests.unit.builders import (
     COORDINATOR,
@@ -15,10 +17,12 @@ from tests.unit.builders import (
     T0,
     WORKER,
     WORKER_2,
+    WORKER_3,
     apply,
     at,
     command,
     context,
+    contract,
     iso,
     mission,
     offer,
@@ -46,28 +50,31 @@ def _accept_by(view, agent_id, now=T0):
     return commands.decide(view, accepted, context(now=now))
 
 
-def test_an_expired_lease_is_only_expired_and_the_next_offer_fences_its_owner():
+def test_an_expired_lease_leaves_no_live_owner_and_the_item_is_re_offerable_at_once():
     view = view_of(work_item(state.ACTIVE, owner_live=False))
 
-    drafts = sweep.decide(view, context())
+    drafts = sweep.decide(view, context(), dispatch.redispatch)
 
-    # A lease timeout appends exactly one event: lease.expired, no work.ownership_expired.
+    # Without autoDispatch the timeout appends lease.expired and nothing else: the
+    # reassignment is the Coordinator's (§11.5 "MAY reassign").
     assert kinds(drafts) == [("lease.expired", "timeout")]
     assert drafts[0].data == {"leaseId": LEASE_ID, "reason": "timeout"}
     assert (drafts[0].work_item_id, drafts[0].mission_id) == (ITEM_ID, MISSION_ID)
     assert sweep.counts(drafts) == {"expiredLeases": 1, "expiredOwnerships": 0,
-                                    "redispatched": 0}
+                                    "redispatched": 0, "failed": 0}
 
-    # The owner stays recorded, but with its lease closed it is no longer live.
+    # The owner stays recorded, but with its lease closed it is no longer live: nothing
+    # of it holds the item back, and no later sweep has anything left to do.
     swept = apply(view, drafts)
     item = swept.items[ITEM_ID]
     assert (item.state, item.owner, item.ownership_epoch) == (state.ACTIVE, WORKER,
                                                               OWNERSHIP_EPOCH)
     assert item.live_lease is None and item.lease.close_reason == "expired"
     assert not fencing.owner_is_live(item, T0)
-    assert sweep.decide(swept, context(now=at(86400))) == []
+    assert sweep.decide(swept, context(now=at(86400)), dispatch.redispatch) == []
 
-    # The next work.offer fences it first, and the next acceptance raises the epoch.
+    # Re-offerable at once: the next work.offer fences it first, and the next
+    # acceptance raises the epoch.
     offered = _offer_to(swept, WORKER_2)
     assert kinds(offered) == [("work.ownership_expired", "lease"), ("work.offered", None)]
     assert offered[0].data == {"agentId": WORKER, "ownershipEpoch": OWNERSHIP_EPOCH,
@@ -78,6 +85,131 @@ def test_an_expired_lease_is_only_expired_and_the_next_offer_fences_its_owner():
     assert accepted[0].type == "work.offer_accepted"
     assert accepted[0].data["agentId"] == WORKER_2
     assert accepted[0].data["ownershipEpoch"] == OWNERSHIP_EPOCH + 1
+
+
+AUTO = [mission(auto_dispatch=True)]
+
+
+def test_under_auto_dispatch_a_lease_timeout_is_reassigned_in_the_same_sweep():
+    checkpoint = {"progress": {"phase": "drafting"}, "stateArtifact": None, "at": iso(-30)}
+    view = view_of(work_item(state.ACTIVE, owner_live=False, last_owner=WORKER,
+                             last_checkpoint=checkpoint), missions=AUTO)
+
+    drafts = sweep.decide(view, context(), dispatch.redispatch)
+
+    # §11.5: expired, the expired owner fenced, offered to the next-ranked worker (the
+    # owner that timed out comes last), resuming from the latest checkpoint.
+    assert kinds(drafts) == [("lease.expired", "timeout"), ("work.ownership_expired", "lease"),
+                             ("work.offered", None)]
+    assert drafts[1].data == {"agentId": WORKER, "ownershipEpoch": OWNERSHIP_EPOCH,
+                              "reason": "lease"}
+    offered = drafts[2].data
+    assert [o["agentId"] for o in offered["offers"]] == [WORKER_2]
+    assert offered["pendingCandidates"] == [WORKER_3, WORKER]
+    assert offered["autoDispatch"] == {"after": "lease", "resumeFrom": checkpoint, "skipped": []}
+    assert "reassign" in offered["offers"][0]["selectionBasis"]["policyRules"]
+    assert sweep.counts(drafts) == {"expiredLeases": 1, "expiredOwnerships": 1,
+                                    "redispatched": 1, "failed": 0}
+
+    item = apply(view, drafts).items[ITEM_ID]
+    assert (item.state, item.owner, item.last_checkpoint) == (state.OFFERED, None, checkpoint)
+    assert [o.agent_id for o in item.live_offers(T0)] == [WORKER_2]
+    accepted = _accept_by(apply(view, drafts), WORKER_2)
+    assert accepted[0].data["ownershipEpoch"] == OWNERSHIP_EPOCH + 1
+
+
+def test_under_auto_dispatch_a_missed_start_by_is_reassigned_too():
+    view = view_of(work_item(state.QUEUED, owner_live=False, last_owner=WORKER),
+                   missions=AUTO)
+
+    drafts = sweep.decide(view, context(), dispatch.redispatch)
+
+    assert kinds(drafts) == [("work.ownership_expired", "start_by"), ("work.offered", None)]
+    assert drafts[1].data["autoDispatch"]["after"] == "start_by"
+    assert [o["agentId"] for o in drafts[1].data["offers"]] == [WORKER_2]
+
+
+def test_a_blocked_lease_running_out_is_not_reassigned():
+    view = view_of(work_item(state.BLOCKED, owner_live=False), missions=AUTO)
+
+    # The blocker still needs its resolution: the Coordinator's work.unblock reopens it.
+    assert kinds(sweep.decide(view, context(), dispatch.redispatch)) == [
+        ("work.ownership_expired", "blocked_lease")]
+
+
+def test_a_timed_out_attempt_counts_against_max_attempts():
+    # maxAttempts is 3: the third attempt timing out spends the budget, as a failure would.
+    for attempts in (3, 99):
+        view = view_of(work_item(state.ACTIVE, owner_live=False, attempts=attempts),
+                       missions=AUTO)
+
+        drafts = sweep.decide(view, context(), dispatch.redispatch)
+
+        assert kinds(drafts) == [("lease.expired", "timeout"), ("work.failed", "lease timeout")]
+        failed = drafts[1].data
+        assert (failed["by"], failed["permanent"], failed["attempt"]) == ("system", False,
+                                                                          attempts)
+        assert (failed["retryAt"], failed["exhausted"], failed["exhaustedBy"]) == (
+            None, True, "attempts")
+        (evidence,) = failed["evidence"]
+        assert (evidence["producer"], evidence["method"], evidence["criteria"]) == (
+            "system", "lease-timeout", [])
+        assert LEASE_ID in evidence["result"] and "exhausted by attempts" in evidence["result"]
+        schemas.check_body("work.fail", {"evidence": failed["evidence"]})  # valid Evidence
+
+        ended = apply(view, drafts)
+        item = ended.items[ITEM_ID]
+        assert (item.state, item.owner, item.retry_exhausted) == (state.FAILED, None,
+                                                                  "attempts")
+        # The Coordinator sees it failed; the sweeper never offers it again.
+        assert sweep.decide(ended, context(now=at(86400)), dispatch.redispatch) == []
+
+
+def test_a_timed_out_attempt_past_the_retry_deadline_is_not_reassigned():
+    item = work_item(state.ACTIVE, owner_live=False,
+                     contract=contract(retry={"maxAttempts": 3, "deadline": iso(-10), "backoff": {
+                         "strategy": "fixed", "initialSeconds": 5, "maxSeconds": 5}}))
+
+    drafts = sweep.decide(view_of(item, missions=AUTO), context(), dispatch.redispatch)
+
+    assert kinds(drafts) == [("lease.expired", "timeout"), ("work.failed", "lease timeout")]
+    assert drafts[1].data["exhaustedBy"] == "deadline"
+
+
+def test_a_timed_out_item_nobody_may_take_now_waits_for_its_retry():
+    view = view_of(work_item(state.ACTIVE, owner_live=False), missions=AUTO)
+    nobody = context(candidates={})
+
+    drafts = sweep.decide(view, nobody, dispatch.redispatch)
+
+    # Never left without a deadline the sweeper watches: failed, retried after the backoff.
+    assert kinds(drafts) == [("lease.expired", "timeout"), ("work.failed", "lease timeout")]
+    assert (drafts[1].data["retryAt"], drafts[1].data["exhausted"]) == (iso(10), False)
+    waiting = apply(view, drafts)
+    assert sweep.decide(waiting, context(now=at(9)), dispatch.redispatch) == []
+    (retried,) = sweep.decide(waiting, context(now=at(10)), dispatch.redispatch)
+    assert (retried.type, retried.data["autoDispatch"]["after"]) == ("work.offered", "retry")
+
+
+def test_the_expiry_of_an_item_due_reassignment_is_decided_with_it_under_the_lock():
+    auto = view_of(work_item(state.ACTIVE, owner_live=False, item_id="wi_a"),
+                   work_item(state.QUEUED, owner_live=False, item_id="wi_b"), missions=AUTO)
+    manual = view_of(work_item(state.ACTIVE, owner_live=False, item_id="wi_c"))
+
+    # Not prepared before the lock: a timeout and its reassignment are one transaction.
+    assert sweep.split(auto, T0) == ([], ["wi_a", "wi_b"])
+    drafts, dispatching = sweep.split(manual, T0)
+    assert (kinds(drafts), dispatching) == ([("lease.expired", "timeout")], [])
+
+
+def test_the_sweep_decides_only_the_items_it_is_for():
+    due = work_item(state.ACTIVE, owner_live=False, item_id="wi_a")
+    dependency = work_item(state.ACTIVE, owner_live=False, item_id="wi_b")
+    view = view_of(due, dependency)
+
+    drafts = sweep.decide(view, context(), dispatch.redispatch, ["wi_a"])
+
+    assert [(d.work_item_id, d.type) for d in drafts] == [("wi_a", "lease.expired")]
 
 
 def test_a_lease_expires_at_its_expiry_instant_not_before():
@@ -142,7 +274,7 @@ def test_expired_offers_are_redispatched_when_the_mission_asks_for_it():
     assert calls == [ITEM_ID]
     assert [d.type for d in drafts] == ["work.offered"]
     assert sweep.counts(drafts) == {"expiredLeases": 0, "expiredOwnerships": 0,
-                                    "redispatched": 1}
+                                    "redispatched": 1, "failed": 0}
 
 
 def test_no_redispatch_while_an_offer_lives_or_without_auto_dispatch():

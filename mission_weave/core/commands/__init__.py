@@ -5,9 +5,10 @@ fencing, dependencies, contract) and returns the events to append, or raises a
 ProtocolError. Nothing here reads a clock, a database or a setting: the shell
 passes them in `Context`. `evolve` (state.py) turns the events into state.
 
-By concept: base.py (the command, context, drafts and shared checks), missions.py
-(Missions and planning), offers.py (placement and acceptance), execution.py (work
-under a lease). This module holds who may send what, and the dispatch table.
+By concept: base.py (the command, context, drafts and shared checks), authority.py
+(who may decide for a Mission), missions.py (Missions and planning), offers.py
+(placement and acceptance), execution.py (work under a lease). This module holds the
+Group role each command needs, and the dispatch table.
 """
 
 from mission_weave.core import manifests
@@ -17,7 +18,7 @@ from mission_weave.protocol.idempotency import idempotency_key  # noqa: F401 - p
 from ..ranking import Candidate  # noqa: F401 - the facts of an offer candidate
 from ..schemas import check_body
 from ..state import View
-from . import artifacts, execution, missions, offers, review, schedule, usage
+from . import artifacts, authority, execution, missions, offers, review, schedule, usage
 from .base import Command, Context, Draft, Policy, derive_id  # noqa: F401 - the public API
 from .execution import revoke_for_session  # noqa: F401
 
@@ -69,6 +70,8 @@ def decide(view: View, command: Command, context: Context) -> list:
                             {"knownTypes": sorted(ROLES)})
     _check_actor(command)
     check_body(command.type, command.body)
+    authority.check(view, command)  # the Mission's owner, coordinator and delegates
+    authority.check_producers(command)  # the Evidence a command carries is the sender's
     drafts = HANDLERS[command.type](view, command, context)
     # §13.2: Evidence cites artifacts published in this Group; checked after the
     # command's own rules, so that a fenced owner still hears STALE_OWNERSHIP first.

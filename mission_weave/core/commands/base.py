@@ -11,7 +11,10 @@ from mission_weave.protocol.timefmt import format_time
 from .. import dag, fencing, lifecycle
 from ..schemas import check_contract
 from ..state import (
+    ACTIVE,
+    BLOCKED,
     MISSION_ACTIVE,
+    QUEUED,
     Mission,
     View,
     WorkItem,
@@ -116,16 +119,57 @@ def target_item(view: View, command: Command, fenced_at: datetime | None = None)
 
 
 def dependency_states(view: View, item: WorkItem) -> list:
+    """The states of the item's dependencies that are in the view (see `missing_dependencies`)."""
     return [view.items[dep].state for dep in item.depends_on if dep in view.items]
 
 
+def missing_dependencies(view: View, item: WorkItem) -> list:
+    """The item's dependencies that the view does not hold. A dependency the caller did
+    not load is unknown, never met: a decision that would pass on it must refuse instead."""
+    return [dep for dep in item.depends_on if dep not in view.items]
+
+
+def dependencies_met(view: View, item: WorkItem) -> bool:
+    """§10.4: every dependency is in the view and together they satisfy the policy."""
+    return not missing_dependencies(view, item) and dag.dependencies_met(
+        item.dependency_policy, dependency_states(view, item))
+
+
 def require_dependencies(view: View, item: WorkItem) -> None:
-    if not dag.dependencies_met(item.dependency_policy, dependency_states(view, item)):
+    if not dependencies_met(view, item):
         waiting = {dep: view.items[dep].state for dep in item.depends_on if dep in view.items}
+        details = {"policy": item.dependency_policy, "dependencies": waiting}
+        missing = missing_dependencies(view, item)
+        if missing:
+            details["missing"] = missing
         raise ProtocolError(
             "DEPENDENCIES_NOT_MET",
-            f"WorkItem {item.id} waits on its dependencies ({item.dependency_policy})",
-            {"policy": item.dependency_policy, "dependencies": waiting})
+            f"WorkItem {item.id} waits on its dependencies ({item.dependency_policy})"
+            + (f"; not known here: {', '.join(missing)}" if missing else ""), details)
+
+
+def fence_expired_owner(item: WorkItem, now: datetime) -> list:
+    """What an offer of `item` appends first when its owner is no longer live (§10.2: "an
+    expired owner is fenced first"): `lease.expired` if its lease is still open, then
+    `work.ownership_expired`. [] without an owner; TRANSITION_NOT_PERMITTED while the
+    owner is live. Shared by `work.offer` and automatic dispatch (dispatch.py)."""
+    if item.owner is None:
+        return []
+    if fencing.owner_is_live(item, now):
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            f"WorkItem {item.id} has a live owner (agent {item.owner}, epoch "
+            f"{item.ownership_epoch}); it cannot be offered until that ownership ends",
+            {"owner": item.owner, "ownershipEpoch": item.ownership_epoch})
+    drafts = []
+    if item.live_lease is not None:
+        drafts.append(item_draft(item, "lease.expired",
+                                 {"leaseId": item.lease.id, "reason": "timeout"}))
+    reason = {QUEUED: "start_by", ACTIVE: "lease", BLOCKED: "blocked_lease"}.get(item.state,
+                                                                                "fenced")
+    drafts.append(item_draft(item, "work.ownership_expired", {
+        "agentId": item.owner, "ownershipEpoch": item.ownership_epoch, "reason": reason}))
+    return drafts
 
 
 def require_lease(item: WorkItem, command: Command, now: datetime) -> None:

@@ -9,13 +9,14 @@ from mission_weave.protocol.idempotency import attempt_operation_id, idempotency
 from mission_weave.protocol.timefmt import format_time
 
 from .. import capabilities, fencing, retries
+from .. import review as evaluation
 from ..state import (
     ACTIVE,
     QUEUED,
     View,
     WorkItem,
 )
-from . import review
+from . import authority, review
 from .base import (
     Policy,
     active_mission,
@@ -169,9 +170,36 @@ def work_submit(view, command, context):
             f"the contract is at revision {item.contract_revision}, not {body['contractRevision']}",
             {"contractRevision": item.contract_revision})
     _check_evidence_covers(item, body["evidence"])
+    _check_deliverables(view, item, body)
     return [item_draft(item, "work.submitted", {
         "leaseId": item.lease.id, "contractRevision": item.contract_revision,
         "artifacts": body.get("artifacts", []), "evidence": body["evidence"]})]
+
+
+def _check_deliverables(view, item: WorkItem, body: dict) -> None:
+    """§13.1, §13.2: a submission's artifacts are published in this Group for this
+    WorkItem (a signed manifest, artifact.publish), and every deliverable of the
+    contract has one: its own Evidence (subject `deliverable:<id>`) cites it, or, with one
+    deliverable, the submission's artifacts are it."""
+    for index, name in enumerate(body.get("artifacts", [])):
+        record = view.artifacts.get(name)
+        path = f"body.artifacts[{index}]"
+        if record is None:
+            raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} is published in this "
+                                "Group: upload the bytes, then artifact.publish their manifest",
+                                {"path": path, "hash": name})
+        if record["origin"] == "published" and record["manifest"]["workItemId"] != item.id:
+            raise ProtocolError("VALIDATION_ERROR", f"{path}: {name} was published for WorkItem "
+                                f"{record['manifest']['workItemId']}, not {item.id}",
+                                {"path": path, "hash": name})
+    delivered = evaluation.deliverable_artifacts(item.contract, body)
+    missing = [d for d, hashes in delivered.items() if not any(h in view.artifacts
+                                                                for h in hashes)]
+    if missing:
+        raise ProtocolError(
+            "EVIDENCE_INCOMPLETE", f"no published artifact delivers {missing}: publish each "
+            "and cite it in body.artifacts (or in Evidence with subject deliverable:<id>)",
+            {"missingDeliverables": missing})
 
 
 def _check_evidence_covers(item: WorkItem, evidence: list) -> None:
@@ -201,10 +229,14 @@ def work_accept_result(view, command, context):
 
 def work_fail(view, command, context):
     item = target_item(view, command)
-    if "coordinator" not in command.roles:
+    coordinators = authority.coordinators(view.missions[item.mission_id])
+    if command.actor not in coordinators:
         # A worker may report failure only of the work it holds the lease for.
         if item.state != ACTIVE:
-            raise ProtocolError("FORBIDDEN", "only the lease holder or a coordinator may fail it")
+            raise ProtocolError("FORBIDDEN", f"only the lease holder, or the Mission's "
+                                f"Coordinator or a delegate ({', '.join(coordinators)}), "
+                                f"may fail it; you are {command.actor}",
+                                {"missionId": item.mission_id, "allowed": coordinators})
         require_lease(item, command, context.now)
     reason = command.body.get("reason") or "failed"
     permanent = command.body.get("permanent", False)

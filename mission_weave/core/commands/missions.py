@@ -31,10 +31,35 @@ from .base import (
 def mission_create(view, command, context):
     body = command.body
     mission_id = new_id(view.missions, command, body.get("missionId"), "msn", "Mission")
+    _check_named_members(body, context.facts.get("roles", {}))
     return [Draft("mission.created", {
         "missionId": mission_id, "title": body["title"], "ownerId": body["ownerId"],
-        "coordinatorId": body["coordinatorId"], "budgets": body.get("budgets") or {},
+        "coordinatorId": body["coordinatorId"], "delegates": body.get("delegates", []),
+        "budgets": body.get("budgets") or {},
         "autoDispatch": body.get("autoDispatch", False)}, mission_id=mission_id)]
+
+
+def _check_named_members(body: dict, roles: dict) -> None:
+    """The Mission's owner, coordinator and delegates decide for it (authority.py), so
+    each must be a member of the Group with that role; the owner, who gives the final
+    Approval, a human. `roles`: principal -> its roles here, or None (no member)."""
+    named = [("body.ownerId", body["ownerId"], "owner"),
+             ("body.coordinatorId", body["coordinatorId"], "coordinator")]
+    named += [(f"body.delegates[{i}]", p, "coordinator")
+              for i, p in enumerate(body.get("delegates", []))]
+    for path, principal, role in named:
+        if roles.get(principal) is None:
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"{path}: {principal} is not a member of this Group",
+                                {"path": path})
+        if role not in roles[principal]:
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"{path}: {principal} does not have the {role} role here",
+                                {"path": path, "roles": sorted(roles[principal])})
+    if not body["ownerId"].startswith("user:"):
+        raise ProtocolError("VALIDATION_ERROR", "body.ownerId: the MissionOwner is a human "
+                            "(user:<name>), who gives the final Approval",
+                            {"path": "body.ownerId"})
 
 
 def mission_create_child(view, command, context):
@@ -48,7 +73,8 @@ def mission_create_child(view, command, context):
     child_id = new_id(view.missions, command, body.get("childMissionId"), "msn", "Mission")
     created = item_draft(item, "mission.child_created", {
         "childMissionId": child_id, "title": body["title"], "ownerId": parent.owner_id,
-        "coordinatorId": parent.coordinator_id, "budgets": parent.budgets,
+        "coordinatorId": parent.coordinator_id, "delegates": list(parent.delegates),
+        "budgets": parent.budgets,
         "childFailurePolicy": body["childFailurePolicy"]})
     return release(item, context, "child Mission created") + [created]
 
@@ -68,6 +94,10 @@ def mission_approve(view, command, context):
         raise ProtocolError("TRANSITION_NOT_PERMITTED",
                             f"Mission {mission.id} has WorkItems not verified or cancelled",
                             {"unfinished": unfinished})
+    if not any(view.items[i].state == VERIFIED for i in mission.work_items):
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"Mission {mission.id} has no verified WorkItem: there is nothing "
+                            "to approve (fail or cancel it instead)", {"verified": 0})
     drafts = [Draft("mission.approved", {"by": command.actor,
                                          "comment": command.body.get("comment")}, mission.id)]
     parent = view.items.get(mission.parent_work_item_id)

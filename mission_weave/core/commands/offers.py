@@ -5,20 +5,15 @@ owner, decline, first-acceptance-wins, the capacity backstop."""
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
 
-from .. import dispatch, fencing, ranking, retries
+from .. import dispatch, fencing, ranking
 from ..ranking import Candidate
-from ..state import (
-    ACTIVE,
-    BLOCKED,
-    FAILED,
-    QUEUED,
-    WorkItem,
-)
+from ..state import QUEUED, WorkItem
 from .base import (
     Command,
     Context,
     active_mission,
     after,
+    fence_expired_owner,
     item_draft,
     require_dependencies,
     target_item,
@@ -78,31 +73,13 @@ def _auto_placement(item: WorkItem, body: dict, context: Context) -> tuple[list,
     return ranked[:1], [entry["agentId"] for entry in ranked[1:]]
 
 
-def _fence_expired_owner(item: WorkItem, context: Context) -> list:
-    if item.owner is None:
-        return []
-    if fencing.owner_is_live(item, context.now):
-        raise ProtocolError(
-            "TRANSITION_NOT_PERMITTED",
-            f"WorkItem {item.id} has a live owner (agent {item.owner}, epoch "
-            f"{item.ownership_epoch}); it cannot be offered until that ownership ends",
-            {"owner": item.owner, "ownershipEpoch": item.ownership_epoch})
-    drafts = []
-    if item.live_lease is not None:
-        drafts.append(item_draft(item, "lease.expired",
-                                 {"leaseId": item.lease.id, "reason": "timeout"}))
-    reason = {QUEUED: "start_by", ACTIVE: "lease", BLOCKED: "blocked_lease"}.get(item.state,
-                                                                                "fenced")
-    drafts.append(item_draft(item, "work.ownership_expired", {
-        "agentId": item.owner, "ownershipEpoch": item.ownership_epoch, "reason": reason}))
-    return drafts
-
-
 def work_offer(view, command, context):
     item = target_item(view, command)
     active_mission(view, item.mission_id)
-    if item.state == FAILED:
-        retries.check_retry(item, context.now)  # §11.4: attempts, backoff, deadline, cost
+    # §11.4's attempt, backoff, cost and deadline budgets limit AUTOMATIC retries only
+    # (dispatch.py): a failed item returns control to the Coordinator (§10.2), whose
+    # explicit offer is its own decision and passes at any time, after a permanent
+    # failure too.
     if item.child_mission_id:
         # Like work.unblock: while the linked child runs the parent stays blocked, or the
         # child's approval could never verify it (§10.2). Cancel the child Mission first.
@@ -122,7 +99,7 @@ def work_offer(view, command, context):
     offers = [{"agentId": entry["agentId"], "expiresAt": format_time(expires_at), "rank": rank,
                "selectionBasis": entry["selectionBasis"]}
               for rank, entry in enumerate(addressed, start=1)]
-    drafts = _fence_expired_owner(item, context)
+    drafts = fence_expired_owner(item, context.now)
     live = [o.agent_id for o in item.live_offers(context.now)]
     if live:
         drafts.append(item_draft(item, "work.offer_withdrawn",
@@ -187,7 +164,9 @@ def work_accept_offer(view, command, context):
 def _check_capacity(agent_id: str, context: Context) -> None:
     """The server's backstop to the Worker's own admission control (§10.3, §11.1): an
     acceptance may not take the Agent past its Agent Card's maxConcurrency, counting the
-    WorkItems it owns in queued or active in every Group (facts the shell supplies)."""
+    WorkItems it owns in queued or active in every Group (facts the shell supplies). An
+    item whose lease timed out (`lease.expired`) has no live owner and is not counted
+    (§11.5: it is the Coordinator's to reassign)."""
     candidate = context.candidates.get(agent_id)
     if candidate is None:
         return

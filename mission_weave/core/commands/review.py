@@ -89,27 +89,42 @@ def _check_record(record: dict, path: str, actor: str, criteria: set, known: set
 
 
 def acceptance(item: WorkItem, evidence: list) -> dict:
-    """What `work.accept_result` records of the review, or EVIDENCE_INCOMPLETE.
+    """What `work.accept_result` records of the review, or why it is refused.
 
-    The Coordinator decides, not the pipeline: a pending or missing evaluation does not
-    stop an acceptance. A failed one does, unless the Coordinator's own Evidence in the
-    command cites every failing criterion (every criterion when artifact integrity
-    failed): an override is possible, but only as a record with reasons, kept in the
-    log beside the evaluation for the MissionOwner's final Approval."""
+    §13.2: "A Worker's claim of completion is insufficient." The Coordinator decides on
+    the review's evaluation, with Evidence of their own (at least one record). While
+    the evaluation is missing (the review has not run) or pending, acceptance is
+    REVIEW_PENDING; a failed one is EVIDENCE_INCOMPLETE. Either way the Coordinator may
+    override with their own Evidence for each criterion the review has not passed
+    (every criterion while it has not run or integrity failed): the override is recorded
+    beside the evaluation, for the MissionOwner's final Approval."""
+    if not evidence:
+        raise ProtocolError("EVIDENCE_INCOMPLETE",
+                            "work.accept_result needs your own Evidence: at least one record "
+                            "saying how you reviewed the result", {"path": "body.evidence"})
     review = item.review or {}
     result = review.get("evaluation")
-    if result is None:
-        return {"submissionRevision": review.get("submissionRevision"), "verdict": "none",
-                "overridden": []}
-    failing = list(item.criteria_ids) if result["integrity"] == "fail" else result["failing"]
+    verdict = result["verdict"] if result else "none"
+    if result is None or result["integrity"] != "pass":
+        open_criteria = list(item.criteria_ids)
+    else:
+        open_criteria = [*result["failing"], *result["pending"]]
     cited = {c for record in evidence for c in record["criteria"]}
-    missing = [c for c in failing if c not in cited]
-    if missing:
+    missing = [c for c in item.criteria_ids if c in open_criteria and c not in cited]
+    if missing and verdict == "fail":
         raise ProtocolError(
             "EVIDENCE_INCOMPLETE",
             f"the review of this submission failed criteria {missing}"
             f"{' (artifact integrity failed)' if result['integrity'] == 'fail' else ''}; "
             "work.fail it, or accept with your own Evidence for each of them",
-            {"failingCriteria": missing, "verdict": result["verdict"]})
-    return {"submissionRevision": review["submissionRevision"], "verdict": result["verdict"],
-            "overridden": failing}
+            {"failingCriteria": missing, "verdict": verdict})
+    if missing:
+        state = "has not evaluated" if result is None else "has not yet decided"
+        raise ProtocolError(
+            "REVIEW_PENDING",
+            f"the review {state} criteria {missing} of this submission; wait for it (or for "
+            "reviewer Evidence), or accept with your own Evidence for each of them",
+            {"pendingCriteria": missing, "verdict": verdict})
+    return {"submissionRevision": review.get("submissionRevision"),
+            "verdict": verdict, "overridden": [c for c in item.criteria_ids
+                                               if c in open_criteria]}

@@ -1,0 +1,79 @@
+"""Who may decide for a Mission (§10.2, PROTOCOL §2 "who").
+
+A Group role is necessary (ROLES), not sufficient: a Mission's `ownerId` and
+`coordinatorId` are authorization. The MissionOwner's commands come from that Mission's
+owner. The Coordinator's commands on a Mission and its WorkItems come from its
+coordinator, or from a principal the Mission names in `delegates` (§10.2 "Coordinator or
+scoped delegate"). Failing or cancelling a whole Mission is either's. Anyone else with
+the role in the Group is FORBIDDEN, with a message that names who may.
+"""
+
+from mission_weave.protocol.errors import ProtocolError
+
+from ..state import Mission, View
+from .base import Command
+
+OWNER = frozenset({"mission.approve", "approval.grant_execution"})
+COORDINATOR = frozenset({
+    "work.authorize", "work.revise_contract", "work.offer", "work.unblock",
+    "work.accept_result", "work.fail", "work.cancel", "work.request_preemption",
+    "mission.create_child"})
+OWNER_OR_COORDINATOR = frozenset({"mission.fail", "mission.cancel"})
+
+
+def check(view: View, command: Command) -> None:
+    """FORBIDDEN unless the sender may decide this for the Mission it concerns. A command
+    whose Mission or WorkItem is unknown passes here: its handler answers NOT_FOUND."""
+    if command.type not in OWNER | COORDINATOR | OWNER_OR_COORDINATOR:
+        return
+    mission = _mission_of(view, command)
+    if mission is None or command.actor == "system":
+        return
+    if command.type == "work.fail" and command.actor not in coordinators(mission):
+        return  # a worker reporting the failure of its own work: work.fail fences it
+    if command.type in OWNER:
+        allowed, whom = [mission.owner_id], "its MissionOwner"
+    elif command.type in COORDINATOR:
+        allowed, whom = coordinators(mission), "its Coordinator (or a delegate it names)"
+    else:
+        allowed = [mission.owner_id, *coordinators(mission)]
+        whom = "its MissionOwner or Coordinator"
+    if command.actor not in allowed:
+        raise ProtocolError(
+            "FORBIDDEN", f"{command.type} in Mission {mission.id} is for {whom}: "
+            f"{', '.join(allowed)}; you are {command.actor}",
+            {"missionId": mission.id, "allowed": allowed})
+
+
+# The commands whose body carries Evidence in the sender's own name. Reviewer Evidence
+# by anyone else arrives only through evidence.record, which checks the same.
+OWN_EVIDENCE = frozenset({"work.submit", "work.accept_result", "work.fail"})
+
+
+def check_producers(command: Command) -> None:
+    """FORBIDDEN when an Evidence item names another producer than the sender: a worker
+    cannot submit Evidence as `user:alice` with `method: human-review`."""
+    if command.type not in OWN_EVIDENCE:
+        return
+    for index, record in enumerate(command.body.get("evidence", [])):
+        if record["producer"] != command.actor:
+            raise ProtocolError(
+                "FORBIDDEN", f"body.evidence[{index}].producer is {record['producer']}, but "
+                f"you are {command.actor}: a command carries only its sender's own Evidence "
+                "(reviewers record theirs with evidence.record)",
+                {"path": f"body.evidence[{index}].producer"})
+
+
+def coordinators(mission: Mission) -> list:
+    """The Mission's coordinator and the delegates it names."""
+    return [mission.coordinator_id, *(d for d in mission.delegates
+                                      if d != mission.coordinator_id)]
+
+
+def _mission_of(view: View, command: Command) -> Mission | None:
+    body = command.body if isinstance(command.body, dict) else {}
+    if command.work_item_id is not None:
+        item = view.items.get(command.work_item_id)
+        return view.missions.get(item.mission_id) if item is not None else None
+    mission_id = body.get("missionId")
+    return view.missions.get(mission_id) if isinstance(mission_id, str) else None
