@@ -1,10 +1,13 @@
 """The facts outside a Group's log that commands are decided against, looked up by the
 shell under the Group lock and handed to the pure `decide` in `Context.facts`: for the
-§13 commands the signer's public key, the blob, the target Group of a forwarding; for
+§13 commands the signer's public key, the blob, the target Group of a forwarding, the
+Missions of a Context Package's cited events; for
 mission.create the roles of the principals it names. Other commands get none and cost
 no query."""
 
 from apps.identity.models import AgentKey, Membership
+from apps.ledger import db
+from apps.ledger.history import ARCHIVE, EVENTS
 from mission_weave.core.commands import Command
 
 from .models import Artifact, Blob, BlobUpload
@@ -31,14 +34,14 @@ def load(group_id: str, command: Command, head_sequence: int) -> dict:
                               {command.actor, f"agent:{producer}"})}
     if command.type == "context.publish":
         return {"groupId": group_id, "headSequence": head_sequence,
-                "generatorKey": _key(_text(body.get("generator")), body)}
+                "generatorKey": _key(_text(body.get("generator")), body),
+                "sourceMissions": _source_missions(group_id, body, head_sequence)}
+    if command.type == "artifact.approve_forwarding":
+        return {"groupId": group_id}
     if command.type == "artifact.forward":
-        approval = body.get("approval") if isinstance(body.get("approval"), dict) else {}
         target = _text(body.get("targetGroupId"))
         roles = _roles(target, command.actor)
-        return {"groupId": group_id, "approverRoles": _roles(group_id,
-                                                             _text(approval.get("approvedBy"))),
-                "targetRoles": roles,
+        return {"groupId": group_id, "targetRoles": roles,
                 # asked only of a coordinator of the target: it reveals that Group's content
                 "targetHasArtifact": roles is not None and _has_artifact(target, body)}
     if command.type == "mission.create":  # those it names must be members with the roles
@@ -46,6 +49,30 @@ def load(group_id: str, command: Command, head_sequence: int) -> dict:
         named = [body.get("ownerId"), body.get("coordinatorId"), *delegates]
         return {"roles": {p: _roles(group_id, p) for p in named if isinstance(p, str)}}
     return {}
+
+
+# The Missions the events of a range name, each with its first sequence there: one
+# statement over the archive and the online log (apps/ledger/history.py), so that an
+# event being archived is seen exactly once.
+_MISSIONS = (f"SELECT mission_id, min(sequence) FROM ("
+             f"SELECT mission_id, sequence FROM {ARCHIVE} WHERE group_id = %s "
+             f"AND sequence BETWEEN %s AND %s AND mission_id IS NOT NULL "
+             f"UNION ALL SELECT mission_id, sequence FROM {EVENTS} WHERE group_id = %s "
+             f"AND sequence BETWEEN %s AND %s AND mission_id IS NOT NULL) cited "
+             f"GROUP BY mission_id ORDER BY 2")
+
+
+def _source_missions(group_id: str, body: dict, head_sequence: int) -> list:
+    """[(missionId, first sequence)] of the events in the package's `sourceEvents` that
+    name a Mission; [] for a range the core refuses anyway."""
+    source = body.get("sourceEvents") if isinstance(body.get("sourceEvents"), dict) else {}
+    first, last = source.get("from"), source.get("to")
+    if not (isinstance(first, int) and isinstance(last, int)
+            and 1 <= first <= last <= head_sequence):
+        return []
+    params = [group_id, first, last]
+    return [(mission_id, sequence) for mission_id, sequence in db.fetch(_MISSIONS,
+                                                                        params + params)]
 
 
 def _text(value) -> str:

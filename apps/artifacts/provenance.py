@@ -51,7 +51,8 @@ def artifact_document(record: dict) -> dict:
     """The wire form of an artifact: its signed manifest and how it came to this Group."""
     return {"hash": record["hash"], "origin": record["origin"], "manifest": record["manifest"],
             "publishedBy": record["by"], "recordedAt": record["at"],
-            "receivedFrom": record["receivedFrom"], "forwardedTo": record["forwardedTo"]}
+            "receivedFrom": record["receivedFrom"], "forwardedTo": record["forwardedTo"],
+            "forwardingApprovals": record.get("forwardingApprovals", [])}
 
 
 def summary(record: dict) -> dict:

@@ -22,6 +22,9 @@ PROPOSALS = models.Proposal._meta.db_table
 # Commands that look at a whole Mission: its dependency graph or all its WorkItems.
 WHOLE_MISSION = frozenset({"work.revise_contract", "mission.approve", "mission.fail",
                            "mission.cancel"})
+# Commands that end WorkItems and, with them, every child Mission below them (§10.2):
+# they read the descendant child Missions and their WorkItems too.
+ENDS_DESCENDANTS = frozenset({"work.cancel", "work.fail", "mission.cancel", "mission.fail"})
 
 
 def _in(column: str, values) -> tuple[str, list]:
@@ -81,9 +84,13 @@ def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[li
     refs = artifact_refs.references(command.type, body)  # what a §13 document cites
     item_ids |= refs.items
     mission_ids |= refs.missions
+    # A command that ends WorkItems also reads every child Mission below them: their roots
+    # are known already, so in the same round trip.
+    below = _descendants(group_id, command, body) if command.type in ENDS_DESCENDANTS else ()
     ahead_rows = _fetch(
         view, *_items_and_missions(group_id, item_ids),
-        _select(MISSIONS, "mission", group_id, _in("mission_id", mission_ids)), ahead=ahead)
+        _select(MISSIONS, "mission", group_id, _in("mission_id", mission_ids)), *below,
+        ahead=ahead)
 
     more = []
     if command.type in WHOLE_MISSION:
@@ -100,6 +107,27 @@ def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[li
     if command.type == "usage.record":
         _load_ancestry(group_id, view)
     return ahead_rows, view
+
+
+def _descendants(group_id: str, command: Command, body: dict) -> tuple:
+    """The selects of every Mission below the WorkItems a command ends (the target
+    WorkItem, or every WorkItem of the target Mission), at any depth, and of their
+    WorkItems: one recursive query each, read with the target in the first round trip."""
+    if command.type.startswith("mission."):
+        root = ("mission_id", body.get("missionId"))
+    else:
+        root = ("work_item_id", command.work_item_id)
+    if not isinstance(root[1], str):
+        return ()
+    children = (f"SELECT m.mission_id FROM {MISSIONS} m JOIN {ITEMS} i "
+                f"ON i.group_id = m.group_id AND i.work_item_id = m.parent_work_item_id ")
+    tree = (f"WITH RECURSIVE tree(mission_id) AS ("
+            f"{children}WHERE m.group_id = %s AND i.{root[0]} = %s "
+            f"UNION {children}JOIN tree t ON t.mission_id = i.mission_id WHERE m.group_id = %s) "
+            f"SELECT mission_id FROM tree")
+    below = (f"mission_id IN ({tree})", [group_id, root[1], group_id])
+    return (_select(MISSIONS, "mission", group_id, below),
+            _select(ITEMS, "item", group_id, below))
 
 
 def _load_ancestry(group_id: str, view: View) -> None:

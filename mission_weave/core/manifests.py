@@ -101,7 +101,7 @@ def references(command_type: str, body) -> Refs:
                     frozenset(_string(scope.get("workItemId"))),
                     frozenset(_strings(body.get("artifacts"))),
                     frozenset(_string(body.get("id"))))
-    if command_type == "artifact.forward":
+    if command_type in ("artifact.forward", "artifact.approve_forwarding"):
         return Refs(artifacts=frozenset(_string(body.get("hash"))))
     if command_type == "work.submit":  # its deliverables, besides what its Evidence cites
         cited |= _strings(body.get("artifacts"))

@@ -8,6 +8,14 @@ published meanwhile) is REVISION_CONFLICT, like any optimistic concurrency check
 
 from mission_weave.protocol.errors import ProtocolError
 
+from . import records
+
+# §13.3 "Group content MUST NOT enter another Mission's context by default. Reusable
+# knowledge must be explicitly published as an Organization-approved, classified,
+# provenance-bearing Artifact." Within a Group, a package scoped to Mission M cites only
+# M's artifacts and events, and besides them only reusable artifacts (`reusable`).
+REUSABLE = "public"  # the manifest classification of an artifact published for reuse
+
 
 def latest(packages: dict, package_id: str) -> dict | None:
     """The latest version of `package_id` among the loaded versions, or None."""
@@ -48,3 +56,50 @@ def check_source_events(package: dict, head_sequence: int) -> None:
                             f"body.sourceEvents must be a range within 1..{head_sequence}, the "
                             "Group's log", {"path": "body.sourceEvents",
                                             "headSequence": head_sequence})
+
+
+def check_source_missions(package: dict, source_missions) -> None:
+    """Every event of the cited range that names a Mission names the package's.
+    `source_missions` is the shell's fact: [(missionId, first sequence in the range)] of
+    the events in the range that name a Mission, archive included."""
+    mission_id = package["scope"]["missionId"]
+    for other, sequence in sorted(source_missions, key=lambda pair: pair[1]):
+        if other != mission_id:
+            raise ProtocolError("FORBIDDEN",
+                                f"body.sourceEvents: event {sequence} belongs to Mission {other}; "
+                                f"a package of Mission {mission_id} cites only its own Mission's "
+                                "events", {"path": "body.sourceEvents", "sequence": sequence,
+                                           "missionId": other})
+
+
+def reusable(record: dict, group_id: str) -> bool:
+    """An artifact any Mission of the Group may cite: received by a forwarding that named
+    the source Group's recorded approval; or published here as reusable: classified
+    `public`, bearing provenance (its manifest names its sources) and approved for this
+    Group by a MissionOwner (`artifact.approve_forwarding` with this Group as target)."""
+    if record["origin"] == records.RECEIVED:
+        approval = (record.get("receivedFrom") or {}).get("approval") or {}
+        return "id" in approval  # a forwarding before approvals were recorded names none
+    manifest = record["manifest"]
+    return (manifest["classification"] == REUSABLE and bool(manifest["sources"])
+            and records.approval_for(record, group_id) is not None)
+
+
+def check_cited_artifacts(package: dict, artifacts: dict, group_id: str) -> None:
+    """The package cites its own Mission's artifacts (published here with that
+    `missionId`) and reusable ones, nothing else of the Group."""
+    mission_id = package["scope"]["missionId"]
+    for index, name in enumerate(package["artifacts"]):
+        record = artifacts[name]
+        if record["origin"] == records.PUBLISHED and \
+                record["manifest"]["missionId"] == mission_id:
+            continue
+        if not reusable(record, group_id):
+            whose = (f"was received from Group {record['receivedFrom']['groupId']}"
+                     if record["origin"] == records.RECEIVED
+                     else f"belongs to Mission {record['manifest']['missionId']}")
+            raise ProtocolError("FORBIDDEN",
+                                f"body.artifacts[{index}]: artifact {name} {whose} and is not "
+                                f"published as reusable (classification {REUSABLE}, with "
+                                "sources, approved by a MissionOwner for this Group)",
+                                {"path": f"body.artifacts[{index}]", "hash": name})

@@ -3,7 +3,8 @@ them (mission_weave/core/state.py lists them in MUTATORS). Pure: plain JSON docu
 event's own time. A record is replaced, never changed in place, so that
 store.changes writes exactly the records that are not the same object as before.
 
-view.artifacts: content hash -> {hash, origin, manifest, by, at, receivedFrom, forwardedTo}
+view.artifacts: content hash -> {hash, origin, manifest, by, at, receivedFrom, forwardedTo,
+                                 forwardingApprovals (only once there is one)}
 view.packages:  (package id, version) -> {id, version, hash, previousHash, package,
                                          publisher, at}
 """
@@ -23,6 +24,26 @@ def _published(view, event, data):
     manifest = data["manifest"]
     view.artifacts[manifest["hash"]] = artifact_record(
         manifest, PUBLISHED, data["by"], format_time(event.occurred_at))
+
+
+def approvals(record: dict) -> list:
+    """The Organization's recorded approvals of the artifact, oldest first:
+    [{id, targetGroupId, by, at, comment}]. A record written before the first approval
+    has no `forwardingApprovals` member, so that older rows still equal their replay."""
+    return record.get("forwardingApprovals", [])
+
+
+def approval_for(record: dict, group_id: str) -> dict | None:
+    """The recorded approval to forward the artifact to `group_id` (or, for the
+    artifact's own Group, to reuse it in that Group's other Missions), or None."""
+    return next((a for a in approvals(record) if a["targetGroupId"] == group_id), None)
+
+
+def _forwarding_approved(view, event, data):
+    record = view.artifacts[data["hash"]]
+    entry = {"id": data["approvalId"], "targetGroupId": data["targetGroupId"], "by": data["by"],
+             "at": format_time(event.occurred_at), "comment": data.get("comment")}
+    view.artifacts[data["hash"]] = {**record, "forwardingApprovals": approvals(record) + [entry]}
 
 
 def _forwarded(view, event, data):
@@ -48,6 +69,7 @@ def _package_published(view, event, data):
 
 MUTATORS = {
     "artifact.published": _published,
+    "artifact.forwarding_approved": _forwarding_approved,
     "artifact.forwarded": _forwarded,
     "artifact.received": _received,
     "context.package_published": _package_published,

@@ -183,16 +183,19 @@ CONTEXT_PACKAGE = _body({
 }, ["id", "version", "scope", "sourceEvents", "artifacts", "decisions", "constraints",
     "unresolvedQuestions", "generator", "createdAt", "signature"])
 # An addition to PROTOCOL §2 (README): reusable knowledge crossing into another Group.
-FORWARDING_APPROVAL = _body({"approvedBy": PRINCIPAL, "approvedAt": TIME,
-                             "reference": {"type": "string", "minLength": 1, "maxLength": 500}},
-                            ["approvedBy", "approvedAt"])
+# The Organization's approval is a recorded event (`artifact.approve_forwarding`, by a
+# human MissionOwner of the source Group); a forwarding names it, and this is the shape
+# it is named in (`artifact.forwarded`, `artifact.received`, the artifact read).
+FORWARDING_APPROVAL = _body({"id": ID, "approvedBy": PRINCIPAL, "approvedAt": TIME},
+                            ["id", "approvedBy", "approvedAt"])
+GROUP_ID = {"type": "string", "minLength": 1, "maxLength": 100}
 BODIES.update({
     "artifact.publish": MANIFEST,
     "context.publish": CONTEXT_PACKAGE,
-    "artifact.forward": _body({"hash": HASH, "targetGroupId": {"type": "string", "minLength": 1,
-                                                                "maxLength": 100},
-                               "approval": FORWARDING_APPROVAL},
-                              ["hash", "targetGroupId", "approval"]),
+    "artifact.approve_forwarding": _body({"hash": HASH, "targetGroupId": GROUP_ID,
+                                          "comment": TEXT}, ["hash", "targetGroupId"]),
+    "artifact.forward": _body({"hash": HASH, "targetGroupId": GROUP_ID},
+                              ["hash", "targetGroupId"]),
 })
 # §11.2 (PROTOCOL §2): the disclosure and nothing else, so that no other Group's names,
 # assignments or queue positions can ride along. capacityStatus speaks Presence's words.

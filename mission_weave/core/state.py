@@ -472,7 +472,10 @@ def _message_posted(view, event, data):
     item = view.items[event.work_item_id]
     if data["kind"] == "ambiguity":
         _update_item(view, item.id, open_ambiguities=item.open_ambiguities + (data["messageId"],))
-    elif data["kind"] == "resolution":
+    elif data["kind"] == "resolution" and data.get("cleared", True):
+        # A resolution message cleared its ambiguity until §10.1 was followed: older logs
+        # hold such events (no `cleared` member) and replay must still clear it. New ones
+        # say `cleared: false`: only a contract revision or a replacement WorkItem does.
         _update_item(view, item.id, open_ambiguities=tuple(
             m for m in item.open_ambiguities if m != data.get("resolves")))
 

@@ -1,6 +1,8 @@
 """§13.3 isolation: a Group's artifacts, Context Packages and events never reach a
 member of another Group by default, and reusable knowledge crosses only by an
-explicit, approved, permission-checked forwarding that leaves an event in both logs."""
+explicit, approved, permission-checked forwarding that leaves an event in both logs. The
+approval is the Organization's recorded `artifact.approve_forwarding`, by a human owner of
+the source Group."""
 
 import threading
 
@@ -37,15 +39,17 @@ def get_in(actor, group_id: str, path: str):
                             HTTP_AUTHORIZATION=f"Bearer {actor.token}")
 
 
-def approval(scenario) -> dict:
-    return {"approvedBy": scenario.owner.principal, "approvedAt": format_time(now()),
-            "reference": "ORG-APPROVAL-42"}
+def approve(source, target_group_id: str, name: str | None = None) -> dict:
+    """The source Group's human owner approves the forwarding: its recorded event."""
+    [event] = source.owner.ok("artifact.approve_forwarding", {
+        "hash": name or source.artifact, "targetGroupId": target_group_id,
+        "comment": "ORG-APPROVAL-42"})
+    return event
 
 
 def forward(actor, source, target_group_id: str, name: str | None = None, **fields):
     return actor.send("artifact.forward", {"hash": name or source.artifact,
-                                           "targetGroupId": target_group_id,
-                                           "approval": approval(source)}, **fields)
+                                           "targetGroupId": target_group_id}, **fields)
 
 
 READS = ["artifacts/{h}", "artifacts/{h}/provenance", "context-packages/pkg-1",
@@ -102,6 +106,7 @@ def test_commands_naming_another_group_are_refused(two):
 def test_forwarding_appends_an_event_in_both_groups(two):
     a, b = two
     registry.add_member(b.world.group, a.c.principal, ["coordinator"])
+    approved = approve(a, b.world.group.id)
     before = b.world.head
 
     response = forward(a.c, a, b.world.group.id)
@@ -110,12 +115,15 @@ def test_forwarding_appends_an_event_in_both_groups(two):
     [sent] = response.json()["events"]
     assert sent["type"] == "artifact.forwarded" and sent["groupId"] == a.world.group.id
     assert sent["data"]["targetGroupId"] == b.world.group.id
-    assert sent["data"]["approval"]["approvedBy"] == a.owner.principal
+    named = {"id": approved["data"]["approvalId"], "approvedBy": a.owner.principal,
+             "approvedAt": approved["occurredAt"]}
+    assert sent["data"]["approval"] == named
     [received] = Event.objects.filter(group_id=b.world.group.id, sequence__gt=before)
     assert received.type == "artifact.received" and received.command_id == sent["commandId"]
     assert received.actor == a.c.principal
     assert received.data["sourceGroupId"] == a.world.group.id
     assert received.data["manifest"]["hash"] == a.artifact
+    assert received.data["approval"] == named
     assert received.prev_hash != "sha256:" + "0" * 64 and b.world.head == before + 1
     in_b = b.w1.get(f"artifacts/{a.artifact}").json()
     assert in_b["origin"] == "received" and in_b["receivedFrom"]["groupId"] == a.world.group.id
@@ -131,7 +139,8 @@ def test_forwarding_appends_an_event_in_both_groups(two):
 def test_a_forwarded_artifact_can_be_a_source_in_the_target(two):
     a, b = two
     registry.add_member(b.world.group, a.c.principal, ["coordinator"])
-    forward(a.c, a, b.world.group.id)
+    approve(a, b.world.group.id)
+    assert forward(a.c, a, b.world.group.id).status_code == 200
     item_id, _ = b.running()
 
     derived = published(b, item_id, b"built on A's summary", [a.artifact])
@@ -144,6 +153,8 @@ def test_a_forwarded_artifact_can_be_a_source_in_the_target(two):
 
 def test_forwarding_without_permission_is_refused_and_appends_nothing(two):
     a, b = two
+    approve(a, b.world.group.id)
+    approve(a, "grp_does_not_exist")
     heads = (a.world.head, b.world.head)
     unknown_group = forward(a.c, a, "grp_does_not_exist")
     not_a_member = forward(a.c, a, b.world.group.id)
@@ -151,9 +162,10 @@ def test_forwarding_without_permission_is_refused_and_appends_nothing(two):
     worker_there = forward(a.c, a, b.world.group.id)
     registry.add_member(b.world.group, a.c.principal, ["coordinator"])
     by_a_worker = forward(a.w1, a, b.world.group.id)
-    unapproved = a.c.send("artifact.forward", {
+    unapproved = forward(a.c, a, "grp_elsewhere")
+    free_text = a.c.send("artifact.forward", {
         "hash": a.artifact, "targetGroupId": b.world.group.id,
-        "approval": {"approvedBy": a.w1.principal, "approvedAt": format_time(now())}})
+        "approval": {"approvedBy": a.owner.principal, "approvedAt": format_time(now())}})
     same_group = forward(a.c, a, a.world.group.id)
     unknown_artifact = forward(a.c, a, b.world.group.id, digest(b"nothing"))
 
@@ -161,8 +173,10 @@ def test_forwarding_without_permission_is_refused_and_appends_nothing(two):
         assert_error(not_a_member, 403, "NOT_A_MEMBER")["message"]
     assert_error(worker_there, 403, "FORBIDDEN")
     assert_error(by_a_worker, 403, "FORBIDDEN")
-    assert assert_error(unapproved, 403, "FORBIDDEN")["details"]["path"] == \
-        "body.approval.approvedBy"
+    assert assert_error(unapproved, 403, "FORBIDDEN")["details"] == {
+        "path": "body.targetGroupId", "missing": "artifact.forwarding_approved",
+        "hash": a.artifact, "targetGroupId": "grp_elsewhere"}
+    assert "approval" in assert_error(free_text, 400, "VALIDATION_ERROR")["message"]
     assert_error(same_group, 400, "VALIDATION_ERROR")
     assert_error(unknown_artifact, 404, "NOT_FOUND")
     assert (a.world.head, b.world.head) == heads
@@ -184,9 +198,9 @@ def test_restricted_artifacts_never_leave_their_group(two):
 def test_a_repeated_forwarding_is_answered_once_and_a_second_one_refused(two):
     a, b = two
     registry.add_member(b.world.group, a.c.principal, ["coordinator"])
+    approve(a, b.world.group.id)
     envelope = a.c.envelope("artifact.forward", {"hash": a.artifact,
-                                                 "targetGroupId": b.world.group.id,
-                                                 "approval": approval(a)})
+                                                 "targetGroupId": b.world.group.id})
     first = a.c.post(envelope)
     head = b.world.head
 
@@ -207,6 +221,8 @@ def test_forwardings_in_opposite_directions_at_once_do_not_deadlock():
         item_id, _ = source.running()
         source.artifacts = [published(source, item_id, f"{source.world.group.id}-{n}".encode())
                             for n in range(4)]
+        for name in source.artifacts:
+            approve(source, target.world.group.id, name)
     answers, barrier = [], threading.Barrier(2)
 
     def run(source, target):

@@ -236,9 +236,10 @@ class GroupMachine(RuleBasedStateMachine):
             "candidates": list(self.by_name), "mode": "urgent",
             "expiresAt": format_time(_now() + timedelta(seconds=900))}, {"workItemId": item_id})
         if item["openAmbiguities"] and state in ("open", "offered", "queued"):
-            return (self.c, "conversation.post", {
-                "kind": "resolution", "text": "Q3", "resolves": item["openAmbiguities"][0]},
-                {"workItemId": item_id})
+            # §10.1: the Coordinator resolves it with a corrected contract, not with prose.
+            return (self.c, "work.revise_contract", {"contract": {
+                **item["contract"], "goal": f"{item['contract']['goal']} (Q3)",
+                "revision": item["contractRevision"] + 1}}, {"workItemId": item_id})
         if state == "offered" and live:
             return (self.by_name[live[0]], "work.accept_offer",
                     {"contractRevision": item["contractRevision"]}, {"workItemId": item_id})
@@ -447,7 +448,8 @@ class GroupMachine(RuleBasedStateMachine):
     @when("open", "offered", "queued")
     @rule(item_id=items, data=st.data())
     def converse(self, item_id, data):
-        """A worker raises an essential ambiguity, or the coordinator resolves one."""
+        """A worker raises an essential ambiguity, or the coordinator answers one in prose
+        (a `resolution` message, which leaves it open: only a revision clears it)."""
         item_id = self.target(data, item_id, "open", "offered", "queued")
         open_ = self.item(item_id)["openAmbiguities"]
         if not open_ or data.draw(st.booleans(), label="raise"):

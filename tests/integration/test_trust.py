@@ -2,11 +2,14 @@
 mission_weave/core/commands/authority.py's and the commands'): each refusal has its
 PROTOCOL code, appends nothing, and leaves the log verifiable."""
 
+from datetime import timedelta
+
 import pytest
 
 from apps.ledger.verify import verify_group
+from mission_weave.protocol.timefmt import format_time
 from tests.samples import contract
-from tests.support import Scenario, assert_error, evidence
+from tests.support import Scenario, assert_error, evidence, now
 
 
 @pytest.fixture
@@ -146,3 +149,19 @@ def test_an_empty_mission_cannot_be_approved(s):
                     409, "TRANSITION_NOT_PERMITTED")
 
     assert error["details"] == {"verified": 0}
+
+
+# --- 12. no commitment past the deadline ---------------------------------------------------
+
+def test_an_offer_cannot_be_accepted_past_the_contracts_deadline(db, clock):
+    s = Scenario()
+    deadline = now() + timedelta(minutes=10)
+    item_id = s.authorize(deadline=format_time(deadline))
+    s.offer(item_id, seconds=3600)
+    clock.shift(timedelta(minutes=11))
+
+    error = refused(s, s.w1.send("work.accept_offer", {"contractRevision": 1},
+                                 workItemId=item_id), 409, "TRANSITION_NOT_PERMITTED")
+
+    assert error["details"]["reason"] == "deadline"
+    assert s.item(item_id)["state"] == "offered"

@@ -186,3 +186,17 @@ def test_mission_create_names_members_with_the_roles_they_need():
             create(roles, **body)
         assert refused.value.code == "VALIDATION_ERROR"
         assert refused.value.details["path"] == path
+
+
+def test_no_acceptance_once_the_contracts_deadline_has_passed():
+    late = builders.work_item(state.OFFERED, contract=contract(deadline=builders.iso(-60)))
+    in_time = builders.work_item(state.OFFERED)
+    accept = {"contractRevision": 1}
+
+    with pytest.raises(ProtocolError) as refused:
+        decide(builders.view_of(late), builders.command("work.accept_offer", accept, late))
+
+    assert refused.value.code == "TRANSITION_NOT_PERMITTED"
+    assert refused.value.details == {"reason": "deadline", "deadline": builders.iso(-60)}
+    assert decide(builders.view_of(in_time), builders.command("work.accept_offer", accept,
+                                                              in_time))

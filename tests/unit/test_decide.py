@@ -197,9 +197,11 @@ def test_an_open_ambiguity_blocks_acceptance_until_it_is_resolved():
     accept = as_worker(WORKER, "work.accept_offer", {"contractRevision": 1}, view.items[item.id])
 
     blocked = rejected(view, accept)
-    _, view = run(view, as_coordinator("conversation.post",
-                                       {"kind": "resolution", "resolves": "q1", "text": "Q3"},
+    # §10.1: the Coordinator resolves it with a corrected contract, not with prose.
+    _, view = run(view, as_coordinator("work.revise_contract",
+                                       {"contract": contract(goal="Summarize Q3")},
                                        view.items[item.id]))
+    accept = as_worker(WORKER, "work.accept_offer", {"contractRevision": 2}, view.items[item.id])
     drafts, _ = run(view, accept)
 
     assert blocked.code == "TRANSITION_NOT_PERMITTED"

@@ -124,7 +124,8 @@ def test_commands_not_targeting_an_item_are_the_mission_and_creation_commands():
         "mission.create", "mission.approve", "mission.fail", "mission.cancel",
         "work.propose", "work.authorize",
         # §13: artifacts and Context Packages move no WorkItem (the lease is checked apart)
-        "artifact.publish", "context.publish", "artifact.forward"}
+        "artifact.publish", "context.publish", "artifact.forward",
+        "artifact.approve_forwarding"}
 
 
 def test_the_product_is_split_exactly_once():

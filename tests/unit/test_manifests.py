@@ -176,16 +176,14 @@ def test_the_latest_version_is_the_highest_loaded():
 # --- artifact.forward ------------------------------------------------------------------------
 
 def forward_command(**body):
-    values = {"hash": DATA_HASH, "targetGroupId": "grp_b",
-              "approval": {"approvedBy": "user:alice", "approvedAt": iso(0)}}
+    values = {"hash": DATA_HASH, "targetGroupId": "grp_b"}
     values.update(body)
     return builders.command("artifact.forward", values, actor=builders.COORDINATOR,
                             roles=frozenset({"coordinator"}))
 
 
 def forward_context(**facts) -> commands.Context:
-    values = {"groupId": GROUP, "approverRoles": ["owner"], "targetRoles": ["coordinator"],
-              "targetHasArtifact": False}
+    values = {"groupId": GROUP, "targetRoles": ["coordinator"], "targetHasArtifact": False}
     values.update(facts)
     return builders.context(facts=values)
 
@@ -195,8 +193,19 @@ def published_view():
     return builders.apply(view, decide_publish(view, manifest()))
 
 
-def test_forwarding_appends_to_both_groups():
+def approved_view(target: str = "grp_b"):
+    """published_view() with the Organization's recorded approval to forward to `target`."""
     view = published_view()
+    approve = builders.command("artifact.approve_forwarding",
+                               {"hash": DATA_HASH, "targetGroupId": target},
+                               actor=builders.HUMAN, roles=frozenset({"owner"}),
+                               command_id="cmd-approve")
+    return builders.apply(view, commands.decide(view, approve,
+                                                builders.context(facts={"groupId": GROUP})))
+
+
+def test_forwarding_appends_to_both_groups():
+    view = approved_view()
 
     drafts = commands.decide(view, forward_command(), forward_context())
     after = builders.apply(view, drafts[:1])
@@ -215,20 +224,18 @@ def test_forwarding_appends_to_both_groups():
 @pytest.mark.parametrize("facts, code", [
     ({"targetRoles": None}, "NOT_A_MEMBER"),
     ({"targetRoles": ["worker"]}, "FORBIDDEN"),
-    ({"approverRoles": ["coordinator"]}, "FORBIDDEN"),
-    ({"approverRoles": None}, "FORBIDDEN"),
     ({"targetHasArtifact": True}, "VALIDATION_ERROR"),
     ({"groupId": "grp_b"}, "VALIDATION_ERROR"),
 ])
 def test_forwarding_is_permission_checked(facts, code):
-    view = published_view()
+    view = approved_view()
 
     assert code_of(lambda: commands.decide(view, forward_command(),
                                            forward_context(**facts))) == code
 
 
 def test_only_a_coordinator_forwards_and_only_known_artifacts():
-    view = published_view()
+    view = approved_view()
     worker = builders.command("artifact.forward", forward_command().body,
                               roles=frozenset({"worker"}))
 

@@ -22,7 +22,8 @@ from . import artifacts, authority, execution, missions, offers, review, schedul
 from .base import Command, Context, Draft, Policy, derive_id  # noqa: F401 - the public API
 from .execution import revoke_for_session  # noqa: F401
 
-HUMAN_ONLY = frozenset({"approval.grant_execution", "mission.approve"})
+HUMAN_ONLY = frozenset({"approval.grant_execution", "mission.approve",
+                        "artifact.approve_forwarding"})
 ANY_ROLE = frozenset({"coordinator", "worker", "reviewer", "owner", "observer"})
 
 # Who may send each command (PROTOCOL §2, "who"). Finer rules (the addressed worker,
@@ -55,6 +56,7 @@ ROLES = {
     "conversation.post": ANY_ROLE,
     "artifact.publish": {"coordinator", "worker"},
     "context.publish": ANY_ROLE,
+    "artifact.approve_forwarding": {"owner"},
     "artifact.forward": {"coordinator"},
     "capability.rotate": {"worker"},
     "capability.narrow": {"worker"},
@@ -118,6 +120,7 @@ HANDLERS = {
     "conversation.post": execution.conversation_post,
     "artifact.publish": artifacts.artifact_publish,
     "context.publish": artifacts.context_publish,
+    "artifact.approve_forwarding": artifacts.artifact_approve_forwarding,
     "artifact.forward": artifacts.artifact_forward,
     "capability.rotate": execution.reissue_token("capability.rotated"),
     "capability.narrow": execution.reissue_token("capability.narrowed"),

@@ -1,5 +1,6 @@
-"""§13 commands: publishing an artifact's manifest, publishing a Context Package, and
-forwarding an artifact to another Group. Pure: the facts outside the Group's log
+"""§13 commands: publishing an artifact's manifest, publishing a Context Package, the
+Organization's approval of an artifact's forwarding (or reuse), and forwarding an
+artifact to another Group. Pure: the facts outside the Group's log
 (signing keys, blobs, the target Group) come in `context.facts` (apps/artifacts/facts.py).
 
 Who publishes a manifest: the lease holder of the WorkItem it names, naming the
@@ -8,11 +9,11 @@ itself; or a coordinator, who may also relay a manifest another agent produced a
 signed (the producer's signature, not the sender, is what vouches for it) and may
 publish a Mission-level artifact (`workItemId: null`, e.g. an input)."""
 
-from mission_weave.core import manifests, packages
+from mission_weave.core import manifests, packages, records
 from mission_weave.protocol.canonical import content_hash
 from mission_weave.protocol.errors import ProtocolError
 
-from .base import Draft, mission_of, require_lease
+from .base import Draft, derive_id, mission_of, require_lease
 
 # Classifications that may cross into another Group with an approval; `restricted`
 # content never leaves its Group.
@@ -88,7 +89,10 @@ def context_publish(view, command, context):
                                 f"no WorkItem {item_id} in Mission {mission.id} of this Group",
                                 {"path": "body.scope.workItemId"})
     packages.check_source_events(package, facts["headSequence"])
+    # §13.3: Missions are separate contexts, even within the Group
+    packages.check_source_missions(package, facts["sourceMissions"])
     manifests.require_artifacts(view.artifacts, package["artifacts"], "body.artifacts")
+    packages.check_cited_artifacts(package, view.artifacts, facts["groupId"])
     previous = packages.latest(view.packages, package["id"])
     packages.check_version(package, previous)
     return [Draft("context.package_published", {
@@ -97,10 +101,46 @@ def context_publish(view, command, context):
         mission.id, item_id)]
 
 
+def artifact_approve_forwarding(view, command, context):
+    """The Organization's approval (§13.3): a human MissionOwner (role owner) of this
+    Group approves forwarding one artifact to one Group, recorded as an event of this
+    Group's log and on the artifact's record. Approving this Group itself approves the
+    artifact for reuse in this Group's other Missions (packages.check_cited_artifacts)."""
+    body, facts = command.body, context.facts
+    record = view.artifacts.get(body["hash"])
+    if record is None:
+        raise ProtocolError("NOT_FOUND", f"no artifact {body['hash']} in this Group",
+                            {"path": "body.hash"})
+    classification = record["manifest"]["classification"]
+    if classification not in FORWARDABLE:
+        raise ProtocolError("FORBIDDEN", f"a {classification} artifact never leaves its Group "
+                            "nor its Mission", {"classification": classification})
+    target = body["targetGroupId"]
+    given = records.approval_for(record, target)
+    if given is not None:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"artifact {body['hash']} is already approved for Group {target} "
+                            f"(approval {given['id']} by {given['by']})",
+                            {"path": "body.targetGroupId", "approvalId": given["id"]})
+    if target == facts["groupId"] and classification != packages.REUSABLE:
+        raise ProtocolError("FORBIDDEN", f"only a {packages.REUSABLE} artifact is approved for "
+                            "reuse in this Group's other Missions",
+                            {"path": "body.targetGroupId", "classification": classification})
+    if target == facts["groupId"] and not record["manifest"]["sources"]:
+        raise ProtocolError("FORBIDDEN", "an artifact reused beyond its Mission must bear its "
+                            "provenance: its manifest names no sources",
+                            {"path": "body.hash", "hash": body["hash"]})
+    return [Draft("artifact.forwarding_approved", {
+        "hash": body["hash"], "targetGroupId": target,
+        "approvalId": derive_id("fwa", command.id), "by": command.actor,
+        "comment": body.get("comment")})]
+
+
 def artifact_forward(view, command, context):
     """Reusable knowledge crosses into another Group only as an explicitly forwarded,
     approved, classified, provenance-bearing artifact: `artifact.forwarded` here and
-    `artifact.received` there, in one transaction under both Groups' locks."""
+    `artifact.received` there, in one transaction under both Groups' locks. The approval
+    is the recorded `artifact.forwarding_approved` for this artifact and target."""
     body, facts = command.body, context.facts
     target = body["targetGroupId"]
     if target == facts["groupId"]:
@@ -114,9 +154,15 @@ def artifact_forward(view, command, context):
     if classification not in FORWARDABLE:
         raise ProtocolError("FORBIDDEN", f"a {classification} artifact never leaves its Group",
                             {"classification": classification})
-    if "owner" not in (facts.get("approverRoles") or ()):
-        raise ProtocolError("FORBIDDEN", "body.approval.approvedBy must be a MissionOwner "
-                            "(role owner) of this Group", {"path": "body.approval.approvedBy"})
+    approval = records.approval_for(record, target)
+    if approval is None:
+        raise ProtocolError("FORBIDDEN",
+                            f"artifact {body['hash']} has no recorded Organization approval to "
+                            f"be forwarded to Group {target}: a MissionOwner (role owner) of "
+                            "this Group gives it with artifact.approve_forwarding first",
+                            {"path": "body.targetGroupId",
+                             "missing": "artifact.forwarding_approved",
+                             "hash": body["hash"], "targetGroupId": target})
     roles = facts["targetRoles"]
     if roles is None:
         raise ProtocolError("NOT_A_MEMBER", "you are not a member of the target Group",
@@ -128,7 +174,8 @@ def artifact_forward(view, command, context):
         raise ProtocolError("VALIDATION_ERROR",
                             f"the target Group already has artifact {body['hash']}",
                             {"path": "body.hash"})
-    common = {"hash": body["hash"], "approval": body["approval"], "by": command.actor}
+    named = {"id": approval["id"], "approvedBy": approval["by"], "approvedAt": approval["at"]}
+    common = {"hash": body["hash"], "approval": named, "by": command.actor}
     return [Draft("artifact.forwarded", {**common, "targetGroupId": target}),
             Draft("artifact.received", {**common, "manifest": record["manifest"],
                                         "sourceGroupId": facts["groupId"]}, group_id=target)]

@@ -29,6 +29,7 @@ from .base import (
     require_lease,
     target_item,
 )
+from .missions import end_child_missions
 
 
 def approval_grant_execution(view, command, context):
@@ -243,7 +244,9 @@ def work_fail(view, command, context):
     # §11.4: a retry may follow within the contract's attempt, backoff, cost and deadline
     # budgets; past them, or for a permanent failure, this is the final work.failed.
     outcome = retries.after_failure(item, permanent, context.now)
-    drafts = release(item, context, "failed")
+    # Its child Missions end with it, deepest first (§10.2: terminal propagates down).
+    drafts = end_child_missions(view, item, "work.failed", command, context)
+    drafts += release(item, context, "failed")
     return drafts + [item_draft(item, "work.failed", {
         "evidence": command.body["evidence"], "by": command.actor, "reason": reason,
         "permanent": permanent, "attempt": item.attempts,
@@ -254,7 +257,8 @@ def work_fail(view, command, context):
 def work_cancel(view, command, context):
     item = target_item(view, command)
     reason = command.body.get("reason") or "cancelled"
-    return release(item, context, "cancelled") + [
+    drafts = end_child_missions(view, item, "work.cancelled", command, context)
+    return drafts + release(item, context, "cancelled") + [
         item_draft(item, "work.cancelled", {"reason": reason, "by": command.actor})]
 
 
@@ -280,9 +284,14 @@ def conversation_post(view, command, context):
                                 f"body.resolves must name an open ambiguity of {item.id}",
                                 {"path": "body.resolves",
                                  "openAmbiguities": list(item.open_ambiguities)})
-    return [item_draft(item, "conversation.message_posted", {
-        "messageId": message_id, "kind": body["kind"], "text": body["text"],
-        "author": command.actor, "resolves": body.get("resolves")})]
+    data = {"messageId": message_id, "kind": body["kind"], "text": body["text"],
+            "author": command.actor, "resolves": body.get("resolves")}
+    if body["kind"] == "resolution":
+        # §10.1: prose answers the ambiguity but does not clear it; a corrected contract
+        # (work.revise_contract) or a replacement WorkItem does. Said in the event, as
+        # resolution messages of older logs did clear it (state.py reads both).
+        data["cleared"] = False
+    return [item_draft(item, "conversation.message_posted", data)]
 
 
 def revoke_for_session(view: View, agent_id: str, now: datetime, policy: Policy) -> list:

@@ -9,6 +9,7 @@ from .. import lifecycle
 from ..schemas import check_contract
 from ..state import (
     CANCELLED,
+    MISSION_ACTIVE,
     UNFINISHED,
     VERIFIED,
     Mission,
@@ -114,20 +115,62 @@ def mission_end(event_type: str, item_event: str, child_failed: bool):
     def handle(view, command, context):
         mission = active_mission(view, command.body["missionId"])
         reason = command.body.get("reason") or f"Mission {mission.id} {event_type.split('.')[1]}"
-        drafts = []
-        for item_id in mission.work_items:
-            item = view.items[item_id]
-            if item.state in UNFINISHED:
-                drafts += release(item, context, reason)
-                drafts.append(item_draft(item, item_event, {
-                    "reason": reason, "by": command.actor, "evidence": [],
-                    "cause": "parent mission failure or cancellation"}))
+        drafts = _end_work_of(view, mission, item_event, command, context, reason, {mission.id})
         drafts.append(Draft(event_type, {"by": command.actor, "reason": reason}, mission.id))
         parent = view.items.get(mission.parent_work_item_id)
         if child_failed and parent is not None and parent.child_mission_id == mission.id:
             drafts.append(_parent_of_failed_child(parent, mission, command, context, reason))
         return drafts
     return handle
+
+
+# A child Mission ends the way its parent WorkItem does (work.cancel, work.fail, or its
+# Mission's mission.cancel / mission.fail).
+MISSION_ENDING = {"work.cancelled": "mission.cancelled", "work.failed": "mission.failed"}
+
+
+def child_missions(view, item_id: str) -> list:
+    """The active child Missions of WorkItem `item_id` (the shell loads every descendant
+    of the WorkItems a work.cancel, work.fail, mission.cancel or mission.fail ends)."""
+    return sorted((m for m in view.missions.values()
+                   if m.parent_work_item_id == item_id and m.state == MISSION_ACTIVE),
+                  key=lambda m: m.id)
+
+
+def end_child_missions(view, item: WorkItem, item_event: str, command, context,
+                       seen: set | None = None) -> list:
+    """The drafts that end every active child Mission of `item`, recursively and deepest
+    first: a child's unfinished WorkItems (and their own child Missions) are ended as
+    mission_end ends a Mission's, then `mission.cancelled` / `mission.failed` of the child.
+    Each draft applies cleanly in order, and nothing of the ended tree stays live."""
+    seen = set() if seen is None else seen
+    drafts = []
+    for child in child_missions(view, item.id):
+        if child.id in seen:
+            continue
+        seen.add(child.id)
+        reason = f"parent WorkItem {item.id} {item_event.split('.')[1]}"
+        drafts += _end_work_of(view, child, item_event, command, context, reason, seen)
+        drafts.append(Draft(MISSION_ENDING[item_event], {
+            "by": command.actor, "reason": reason, "parentWorkItemId": item.id,
+            "cause": "parent work item failure or cancellation"}, child.id))
+    return drafts
+
+
+def _end_work_of(view, mission: Mission, item_event: str, command, context, reason: str,
+                 seen: set) -> list:
+    """End the unfinished WorkItems of an ending Mission, each after its child Missions
+    (those of a finished WorkItem too: nothing under an ended Mission stays active)."""
+    drafts = []
+    for item_id in mission.work_items:
+        item = view.items[item_id]
+        drafts += end_child_missions(view, item, item_event, command, context, seen)
+        if item.state in UNFINISHED:
+            drafts += release(item, context, reason)
+            drafts.append(item_draft(item, item_event, {
+                "reason": reason, "by": command.actor, "evidence": [],
+                "cause": "parent mission failure or cancellation"}))
+    return drafts
 
 
 def _parent_of_failed_child(parent: WorkItem, mission: Mission, command, context, reason) -> Draft:

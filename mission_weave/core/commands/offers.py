@@ -137,17 +137,13 @@ def work_accept_offer(view, command, context):
     if item.state == QUEUED:
         return _renew_acceptance(item, command, revision, context)
     _own_live_offer(item, command, context.now)
-    if item.open_ambiguities:
-        raise ProtocolError(
-            "TRANSITION_NOT_PERMITTED",
-            "an essential ambiguity is open in the WorkItem Conversation; it must be resolved "
-            "before the WorkItem is accepted (§10.1)",
-            {"openAmbiguities": list(item.open_ambiguities)})
+    _require_no_open_ambiguity(item)
     if revision != item.contract_revision:
         raise ProtocolError("CONTRACT_REVISION_MISMATCH",
                             f"the contract is at revision {item.contract_revision}, not {revision}",
                             {"contractRevision": item.contract_revision})
     require_dependencies(view, item)
+    _require_deadline_ahead(item, context.now)
     _check_capacity(command.agent_id, context)
     window = item.start_within_seconds or context.policy.start_window_seconds
     losers = [o.agent_id for o in item.live_offers(context.now) if o.agent_id != command.agent_id]
@@ -159,6 +155,30 @@ def work_accept_offer(view, command, context):
         drafts.append(item_draft(item, "work.offer_withdrawn",
                                  {"agentIds": losers, "reason": f"accepted by {command.agent_id}"}))
     return drafts
+
+
+def _require_deadline_ahead(item: WorkItem, now) -> None:
+    """§10.3: an acceptance is a credible commitment; past the contract's deadline none
+    can be made."""
+    deadline = parse_time(item.contract["deadline"])
+    if deadline <= now:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"the contract's deadline {item.contract['deadline']} has passed: "
+                            "the Coordinator revises the contract or cancels the WorkItem",
+                            {"reason": "deadline", "deadline": item.contract["deadline"]})
+
+
+def _require_no_open_ambiguity(item: WorkItem) -> None:
+    """§10.1: while an essential ambiguity is open the Worker MUST NOT accept the WorkItem,
+    neither at first nor renewed after a revision. Only the Coordinator's corrected
+    contract (work.revise_contract) or a replacement WorkItem resolves it."""
+    if item.open_ambiguities:
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            "an essential ambiguity is open in the WorkItem Conversation; the Coordinator "
+            "resolves it with a corrected contract (work.revise_contract) or a replacement "
+            "WorkItem before the WorkItem is accepted (§10.1)",
+            {"openAmbiguities": list(item.open_ambiguities)})
 
 
 def _check_capacity(agent_id: str, context: Context) -> None:
@@ -188,6 +208,8 @@ def _renew_acceptance(item: WorkItem, command: Command, revision: int, context) 
         raise ProtocolError("OFFER_NOT_LIVE",
                             f"you already accepted revision {item.contract_revision}; "
                             "there is no offer to accept")
+    _require_no_open_ambiguity(item)
+    _require_deadline_ahead(item, context.now)
     if revision != item.contract_revision:
         raise ProtocolError("CONTRACT_REVISION_MISMATCH",
                             f"the contract is at revision {item.contract_revision}, not {revision}",
