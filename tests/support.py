@@ -217,6 +217,18 @@ class Scenario:
                 "leaseId": item["lease"]["id"] if item["lease"] else None}
 
 
+def later(clock, seconds: float) -> None:
+    """Move the stopped clock (the `clock` fixture) on by `seconds`."""
+    clock.shift(timedelta(seconds=seconds))
+
+
+def events_after(s: "Scenario", head: int) -> list:
+    """The Group's events after sequence `head`, read as the coordinator."""
+    response = s.c.get(f"events?after={head}")
+    assert response.status_code == 200, response.json()
+    return response.json()["events"]
+
+
 def assert_error(response, status: int, code: str) -> dict:
     """The PROTOCOL error envelope with this status and code; returns `error`."""
     assert response.status_code == status, (response.status_code, response.content[:400])

@@ -13,7 +13,7 @@ from apps.ledger.verify import verify_group
 from apps.work import sweeper
 from mission_weave.protocol.idempotency import idempotency_key
 from mission_weave.protocol.timefmt import format_time, parse_time
-from tests.support import Scenario, contract, evidence, now
+from tests.support import Scenario, contract, evidence, later, now
 
 RETRY = {"maxAttempts": 3, "backoff": {"strategy": "exponential", "initialSeconds": 10,
                                        "maxSeconds": 300, "multiplier": 2}}
@@ -22,10 +22,6 @@ RETRY = {"maxAttempts": 3, "backoff": {"strategy": "exponential", "initialSecond
 @pytest.fixture
 def s(db, clock):
     return Scenario()
-
-
-def later(clock, seconds: float) -> None:
-    clock.shift(timedelta(seconds=seconds))
 
 
 def fail(s, item_id, **body) -> dict:

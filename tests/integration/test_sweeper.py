@@ -26,7 +26,7 @@ from apps.ledger.verify import verify_group
 from apps.work import sweeper, tasks
 from mission_weave.protocol.timefmt import parse_time
 from tests.integration.celery_worker import celery_worker, wait_until
-from tests.support import Scenario, contract, evidence, now
+from tests.support import Scenario, contract, events_after, evidence, later, now
 
 NOTHING = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0}
 LEASE_ONLY = {**NOTHING, "expiredLeases": 1}  # a lease timeout: lease.expired, no fencing
@@ -35,16 +35,6 @@ LEASE_ONLY = {**NOTHING, "expiredLeases": 1}  # a lease timeout: lease.expired, 
 @pytest.fixture
 def s(db, clock):
     return Scenario()
-
-
-def later(clock, seconds: float) -> None:
-    clock.shift(timedelta(seconds=seconds))
-
-
-def events_after(s: Scenario, head: int) -> list:
-    response = s.c.get(f"events?after={head}")
-    assert response.status_code == 200, response.json()
-    return response.json()["events"]
 
 
 def counted(result: dict) -> dict:

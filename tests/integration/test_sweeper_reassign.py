@@ -14,14 +14,13 @@ frozen with time_machine (tick=False) and moved by hand.
 """
 
 import json
-from datetime import timedelta
 
 import pytest
 
 from apps.ledger.verify import verify_group
 from apps.work import sweeper
 from mission_weave.protocol.timefmt import parse_time
-from tests.support import Scenario, contract, evidence, now
+from tests.support import Scenario, contract, events_after, evidence, later, now
 
 SUMMARIZER = {"version": "1", "capabilities": [{"id": "summarize", "version": "1"}]}
 
@@ -29,16 +28,6 @@ SUMMARIZER = {"version": "1", "capabilities": [{"id": "summarize", "version": "1
 @pytest.fixture
 def s(db, clock):
     return Scenario()
-
-
-def later(clock, seconds: float) -> None:
-    clock.shift(timedelta(seconds=seconds))
-
-
-def events_after(s: Scenario, head: int) -> list:
-    response = s.c.get(f"events?after={head}")
-    assert response.status_code == 200, response.json()
-    return response.json()["events"]
 
 
 def counted(result: dict) -> dict:

@@ -473,8 +473,10 @@ def test_a_passed_review_is_accepted_and_a_pending_one_only_with_the_coordinator
         accept(pending, [evidence(["ac2"], record_id="c0", producer=COORDINATOR)])
     assert raised.value.code == "REVIEW_PENDING"
     assert raised.value.details == {"pendingCriteria": ["ac1"], "verdict": "pending"}
+    # Overriding a pending review answers for every criterion, as when it has not run.
     assert accept(pending, own)[0].data["review"] == {
-        "submissionRevision": pending.revision, "verdict": "pending", "overridden": ["ac1"]}
+        "submissionRevision": pending.revision, "verdict": "pending",
+        "overridden": ["ac1", "ac2"]}
 
 
 def test_an_acceptance_without_a_review_or_without_evidence_is_refused():

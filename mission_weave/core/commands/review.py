@@ -95,9 +95,9 @@ def acceptance(item: WorkItem, evidence: list) -> dict:
     the review's evaluation, with Evidence of their own (at least one record). While
     the evaluation is missing (the review has not run) or pending, acceptance is
     REVIEW_PENDING; a failed one is EVIDENCE_INCOMPLETE. Either way the Coordinator may
-    override with their own Evidence for each criterion the review has not passed
-    (every criterion while it has not run or integrity failed): the override is recorded
-    beside the evaluation, for the MissionOwner's final Approval."""
+    override with their own Evidence: for every criterion while the review is missing
+    or pending or integrity failed, for each failing one otherwise. The override is
+    recorded beside the evaluation, for the MissionOwner's final Approval."""
     if not evidence:
         raise ProtocolError("EVIDENCE_INCOMPLETE",
                             "work.accept_result needs your own Evidence: at least one record "
@@ -105,10 +105,12 @@ def acceptance(item: WorkItem, evidence: list) -> dict:
     review = item.review or {}
     result = review.get("evaluation")
     verdict = result["verdict"] if result else "none"
-    if result is None or result["integrity"] != "pass":
+    if verdict == "pass":
+        open_criteria = []
+    elif verdict == "fail" and result["integrity"] == "pass":
+        open_criteria = result["failing"]
+    else:  # not run, pending, or integrity failed: the override answers for every criterion
         open_criteria = list(item.criteria_ids)
-    else:
-        open_criteria = [*result["failing"], *result["pending"]]
     cited = {c for record in evidence for c in record["criteria"]}
     missing = [c for c in item.criteria_ids if c in open_criteria and c not in cited]
     if missing and verdict == "fail":
