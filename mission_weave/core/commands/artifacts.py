@@ -107,14 +107,8 @@ def artifact_approve_forwarding(view, command, context):
     Group's log and on the artifact's record. Approving this Group itself approves the
     artifact for reuse in this Group's other Missions (packages.check_cited_artifacts)."""
     body, facts = command.body, context.facts
-    record = view.artifacts.get(body["hash"])
-    if record is None:
-        raise ProtocolError("NOT_FOUND", f"no artifact {body['hash']} in this Group",
-                            {"path": "body.hash"})
+    record = _forwardable(view, body["hash"])
     classification = record["manifest"]["classification"]
-    if classification not in FORWARDABLE:
-        raise ProtocolError("FORBIDDEN", f"a {classification} artifact never leaves its Group "
-                            "nor its Mission", {"classification": classification})
     target = body["targetGroupId"]
     given = records.approval_for(record, target)
     if given is not None:
@@ -136,6 +130,20 @@ def artifact_approve_forwarding(view, command, context):
         "comment": body.get("comment")})]
 
 
+def _forwardable(view, name: str) -> dict:
+    """The record of artifact `name` of this Group, which may be approved for and
+    forwarded beyond its Mission: NOT_FOUND or FORBIDDEN (restricted) otherwise."""
+    record = view.artifacts.get(name)
+    if record is None:
+        raise ProtocolError("NOT_FOUND", f"no artifact {name} in this Group",
+                            {"path": "body.hash"})
+    classification = record["manifest"]["classification"]
+    if classification not in FORWARDABLE:
+        raise ProtocolError("FORBIDDEN", f"a {classification} artifact never leaves its Group "
+                            "nor its Mission", {"classification": classification})
+    return record
+
+
 def artifact_forward(view, command, context):
     """Reusable knowledge crosses into another Group only as an explicitly forwarded,
     approved, classified, provenance-bearing artifact: `artifact.forwarded` here and
@@ -146,14 +154,7 @@ def artifact_forward(view, command, context):
     if target == facts["groupId"]:
         raise ProtocolError("VALIDATION_ERROR", "body.targetGroupId must be another Group",
                             {"path": "body.targetGroupId"})
-    record = view.artifacts.get(body["hash"])
-    if record is None:
-        raise ProtocolError("NOT_FOUND", f"no artifact {body['hash']} in this Group",
-                            {"path": "body.hash"})
-    classification = record["manifest"]["classification"]
-    if classification not in FORWARDABLE:
-        raise ProtocolError("FORBIDDEN", f"a {classification} artifact never leaves its Group",
-                            {"classification": classification})
+    record = _forwardable(view, body["hash"])
     approval = records.approval_for(record, target)
     if approval is None:
         raise ProtocolError("FORBIDDEN",
