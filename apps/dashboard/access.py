@@ -8,6 +8,7 @@ from apps.api.auth import user_principal
 from apps.identity import principals
 from apps.identity.models import Membership
 from apps.identity.principals import Principal
+from mission_weave.core.commands import authority
 from mission_weave.protocol.errors import ProtocolError
 
 
@@ -29,6 +30,14 @@ class Viewer:
     @property
     def is_owner(self) -> bool:
         return "owner" in self.roles
+
+    # A Group role is not enough to decide for a Mission (core/commands/authority.py):
+    # a control is shown only to whom the pipeline would let use it.
+    def owns(self, mission) -> bool:
+        return self.is_owner and self.principal.id == mission.owner_id
+
+    def coordinates(self, mission) -> bool:
+        return self.is_coordinator and self.principal.id in authority.coordinators(mission)
 
 
 def viewer(user, group_id: str) -> Viewer:

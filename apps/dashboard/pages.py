@@ -53,7 +53,7 @@ def mission_page(viewer: Viewer, mission_id: str) -> dict:
                                     type="mission.approved").order_by("-sequence").first()
     return {"mission": mission, "items": items, "graph": drawing, "unfinished": unfinished,
             "approval": approval,
-            "can_approve": viewer.is_owner and mission.state == state.MISSION_ACTIVE}
+            "can_approve": viewer.owns(mission) and mission.state == state.MISSION_ACTIVE}
 
 
 def work_item(viewer: Viewer, item_id: str) -> state.WorkItem:
@@ -134,9 +134,9 @@ def work_item_page(viewer: Viewer, item_id: str) -> dict:
         "artifacts": artifacts_of(viewer, item), "criteria": criteria_rows(item),
         "review": review, "evaluation": evaluation, "trail": trail,
         "decision": decision(trail),
-        "can_decide": viewer.is_coordinator and submitted,
+        "can_decide": viewer.coordinates(mission) and submitted,
         "failing": overridden_by_acceptance(item, evaluation),
-        "can_grant": (viewer.is_owner and risk.get("requiresExecutionApproval")
+        "can_grant": (viewer.owns(mission) and risk.get("requiresExecutionApproval")
                       and not item.execution_approved and item.state in BEFORE_START),
     }
 

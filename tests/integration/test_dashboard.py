@@ -202,6 +202,21 @@ def test_only_a_coordinator_sees_the_decision_buttons(scenario):
     assert 'id="approve-mission"' not in page(coordinator, mission_url(s))
 
 
+def test_the_group_roles_of_another_missions_coordinator_and_owner_show_no_controls(scenario):
+    # A Mission's ownerId and coordinatorId decide for it, not the Group role (the
+    # pipeline refuses everyone else): its controls are not shown to them.
+    s = scenario
+    coordinator = human_coordinator(s)
+    other_coordinator = s.world.human("hc2-" + s.world.group.slug, roles=("coordinator",))
+    other_owner = s.world.human("ow2-" + s.world.group.slug, roles=("owner",))
+    item_id = submitted(s)
+
+    assert 'id="accept-result"' in page(coordinator, item_url(s, item_id))
+    assert 'id="accept-result"' not in page(other_coordinator, item_url(s, item_id))
+    assert 'id="fail-result"' not in page(other_coordinator, item_url(s, item_id))
+    assert 'id="approve-mission"' not in page(other_owner, mission_url(s))
+
+
 def test_a_coordinator_accepts_a_result_through_the_pipeline(scenario):
     s = scenario
     coordinator = human_coordinator(s)
