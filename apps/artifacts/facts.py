@@ -47,7 +47,10 @@ def load(group_id: str, command: Command, head_sequence: int) -> dict:
     if command.type == "mission.create":  # those it names must be members with the roles
         delegates = body.get("delegates") if isinstance(body.get("delegates"), list) else []
         named = [body.get("ownerId"), body.get("coordinatorId"), *delegates]
-        return {"roles": {p: _roles(group_id, p) for p in named if isinstance(p, str)}}
+        named = [p for p in named if isinstance(p, str)]
+        members = dict(Membership.objects.filter(group_id=group_id, principal__in=named,
+                                                 active=True).values_list("principal", "roles"))
+        return {"roles": {p: members.get(p) for p in named}}  # one query for all of them
     return {}
 
 

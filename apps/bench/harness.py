@@ -14,13 +14,9 @@ from pathlib import Path
 
 from django.conf import settings
 
+from mission_weave.stack.services import free_port  # noqa: F401 - the tests' and bench's too
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def database_url_of(settings_dict: dict) -> str:
