@@ -77,6 +77,7 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",  # Swagger UI / ReDoc assets for the API reference page
     "channels",
+    "django_htmx",
     "apps.identity",
     "apps.ledger",
     "apps.work",
@@ -94,6 +95,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "apps.api.middleware.ApiErrorsMiddleware",
 ]

@@ -91,3 +91,28 @@ def grant_execution(viewer: Viewer, item_id: str, comment: str, now: datetime) -
 def approve_mission(viewer: Viewer, mission_id: str, comment: str, now: datetime) -> Outcome:
     body = {"missionId": mission_id, **({"comment": comment} if comment else {})}
     return send(viewer, "mission.approve", body, now)
+
+
+def end_mission(viewer: Viewer, mission_id: str, how: str, reason: str,
+                now: datetime) -> Outcome:
+    """mission.fail or mission.cancel (`how`), which ends every unfinished WorkItem."""
+    return send(viewer, f"mission.{how}", {"missionId": mission_id, "reason": reason}, now)
+
+
+def with_dependencies(contract: dict, depends_on: list) -> dict:
+    """The same contract with another dependency list (an edge added or removed)."""
+    dependencies = {**contract.get("dependencies", {}), "workItems": list(depends_on)}
+    return {key: value for key, value in {**contract, "dependencies": dependencies}.items()
+            if key != "revision"}
+
+
+def change_edge(viewer: Viewer, item, dependency: str, add: bool, now: datetime) -> Outcome:
+    """An edge `item` depends on `dependency`, added or removed: a revision of the
+    dependant's contract, as the API would send it (§10.4; a cycle is DEPENDENCY_CYCLE)."""
+    current = list(item.depends_on)
+    if add and dependency not in current:
+        current.append(dependency)
+    elif not add:
+        current = [d for d in current if d != dependency]
+    return send(viewer, "work.revise_contract",
+                {"contract": with_dependencies(item.contract, current)}, now, item.id)

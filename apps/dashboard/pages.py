@@ -6,16 +6,23 @@ from apps.api.artifact_views import HASH
 from apps.api.views import audit_trail
 from apps.artifacts import provenance
 from apps.artifacts.models import Artifact
+from apps.identity.models import Membership
 from apps.ledger.models import Event, Group
+from apps.ledger.pipeline import policy
 from apps.work import models as work_models
-from mission_weave.core import state
+from apps.work import store
+from mission_weave.core import dag, lifecycle, ranking, retries, state
 from mission_weave.protocol.errors import ProtocolError
 
-from . import graph
+from . import contract_diff, conversation, graph, timeline
 from .access import NotFound, Viewer
 
 DECISIONS = ("work.verified", "work.failed")
 BEFORE_START = frozenset({state.OPEN, state.OFFERED, state.QUEUED})
+
+
+def head_sequence(viewer: Viewer) -> int:
+    return Group.objects.values_list("head_sequence", flat=True).get(id=viewer.group_id)
 
 
 def group_page(viewer: Viewer) -> dict:
@@ -39,21 +46,51 @@ def get_mission(viewer: Viewer, mission_id: str) -> state.Mission:
     return state.mission_from_doc(row.doc)
 
 
-def mission_page(viewer: Viewer, mission_id: str) -> dict:
-    mission = get_mission(viewer, mission_id)
-    items = [state.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
+def items_of(viewer: Viewer, mission_id: str) -> list:
+    return [state.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
         group_id=viewer.group_id, mission_id=mission_id).order_by("work_item_id")]
-    by_id = {i.id: i for i in items}
-    drawing = graph.layout({i.id: tuple(i.depends_on) for i in items})
-    for node in drawing["nodes"]:
-        node["state"] = by_id[node["id"]].state
-        node["goal"] = by_id[node["id"]].contract["goal"]
-    unfinished = [i.id for i in items if i.state not in (state.VERIFIED, state.CANCELLED)]
+
+
+def graph_nodes(viewer: Viewer, items: list, expanded: set, depth: int = 0) -> dict:
+    """The graph's input (graph.py): each item's state, goal, dependencies and policy, and
+    its child Mission with the child's own items when that child is expanded."""
+    nodes = {}
+    for item in items:
+        child = None
+        if item.child_mission_id:
+            row = work_models.Mission.objects.filter(group_id=viewer.group_id,
+                                                     mission_id=item.child_mission_id).first()
+            if row is not None:
+                mission = state.mission_from_doc(row.doc)
+                inner = (graph_nodes(viewer, items_of(viewer, mission.id), expanded, depth + 1)
+                         if mission.id in expanded and depth < 3 else {})
+                child = {"id": mission.id, "title": mission.title, "state": mission.state,
+                         "count": len(mission.work_items), "nodes": inner}
+        nodes[item.id] = {"state": item.state, "goal": item.contract["goal"],
+                          "depends_on": tuple(item.depends_on),
+                          "policy": item.dependency_policy, "child": child}
+    return nodes
+
+
+def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=None) -> dict:
+    mission = get_mission(viewer, mission_id)
+    items = items_of(viewer, mission_id)
+    drawing = graph.layout(graph_nodes(viewer, items, set(expanded)), set(expanded), cycle)
+    unfinished = [i for i in items if i.state not in (state.VERIFIED, state.CANCELLED)]
     approval = Event.objects.filter(group_id=viewer.group_id, mission_id=mission_id,
                                     type="mission.approved").order_by("-sequence").first()
-    return {"mission": mission, "items": items, "graph": drawing, "unfinished": unfinished,
-            "approval": approval,
-            "can_approve": viewer.owns(mission) and mission.state == state.MISSION_ACTIVE}
+    active = mission.state == state.MISSION_ACTIVE
+    coordinates = viewer.coordinates(mission) and active
+    parent = None
+    if mission.parent_mission_id:
+        parent = get_mission(viewer, mission.parent_mission_id)
+    return {"mission": mission, "items": items, "graph": drawing, "cycle": cycle,
+            "unfinished": unfinished, "approval": approval, "parent": parent,
+            "children": child_missions(viewer, mission_id),
+            "proposals": open_proposals(viewer, mission_id) if coordinates else [],
+            "can_plan": coordinates,
+            "can_end": active and (viewer.coordinates(mission) or viewer.owns(mission)),
+            "can_approve": viewer.owns(mission) and active}
 
 
 def work_item(viewer: Viewer, item_id: str) -> state.WorkItem:
@@ -121,7 +158,7 @@ def overridden_by_acceptance(item: state.WorkItem, evaluation: dict | None) -> l
     return list(evaluation["failing"])
 
 
-def work_item_page(viewer: Viewer, item_id: str) -> dict:
+def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -> dict:
     item = work_item(viewer, item_id)
     mission = get_mission(viewer, item.mission_id)
     trail = audit_trail(viewer.group_id, item_id)
@@ -129,16 +166,69 @@ def work_item_page(viewer: Viewer, item_id: str) -> dict:
     evaluation = review.get("evaluation")
     submitted = item.state == state.SUBMITTED
     risk = item.contract.get("risk", {})
+    controls = coordinator_controls(viewer, mission, item)
+    history = revisions(trail)
     return {
         "item": item, "read": reads.work_item(item), "mission": mission,
         "artifacts": artifacts_of(viewer, item), "criteria": criteria_rows(item),
         "review": review, "evaluation": evaluation, "trail": trail,
         "decision": decision(trail),
+        "controls": controls,
+        "placement": placement(viewer, item, now) if controls.get("offer") else None,
+        "offer_blocked": offer_blocked(viewer, item),
+        "offer_rounds": offer_rounds(trail), "retry": retry_budget(item),
+        "revisions": history, "diff": revision_diff(history, diff, item.contract_revision),
+        "reaccept_pending": (item.owner is not None and item.accepted_revision is not None
+                             and item.accepted_revision != item.contract_revision),
+        "timeline": timeline.timeline(trail["events"], trail["refusedCommands"]),
+        "conversation": conversation.conversation(trail["events"], item.open_ambiguities),
+        "children": child_missions_of_item(viewer, item),
+        "can_raise": bool(viewer.roles - {"observer"}), "can_resolve": viewer.coordinates(mission),
         "can_decide": viewer.coordinates(mission) and submitted,
         "failing": overridden_by_acceptance(item, evaluation),
         "can_grant": (viewer.owns(mission) and risk.get("requiresExecutionApproval")
                       and not item.execution_approved and item.state in BEFORE_START),
     }
+
+
+def offer_blocked(viewer: Viewer, item: state.WorkItem) -> list:
+    """Why an offer now could not lead to a start: an open ambiguity (no one may accept
+    until a contract revision clears it) or unmet dependencies (DEPENDENCIES_NOT_MET)."""
+    reasons = []
+    if item.open_ambiguities:
+        reasons.append(f"acceptance is blocked while the ambiguity "
+                       f"{', '.join(item.open_ambiguities)} is open: answer it, then revise "
+                       f"the contract to clear it")
+    if item.depends_on:
+        states = dict(work_models.WorkItem.objects.filter(
+            group_id=viewer.group_id, work_item_id__in=item.depends_on).values_list(
+            "work_item_id", "state"))
+        if not dag.dependencies_met(item.dependency_policy,
+                                    [states.get(d, "missing") for d in item.depends_on]):
+            waiting = ", ".join(f"{d} ({states.get(d, 'unknown')})" for d in item.depends_on)
+            reasons.append(f"its dependencies do not meet {item.dependency_policy} yet: "
+                           f"{waiting}")
+    return reasons
+
+
+def revision_diff(history: list, wanted: str | None, current: int) -> dict | None:
+    """`?diff=A..B`: the field-by-field difference between two contract revisions
+    (by default the one before the current and the current)."""
+    by_revision = {entry["revision"]: entry["contract"] for entry in history}
+    a, b = current - 1, current
+    if wanted:
+        try:
+            a, b = (int(part) for part in wanted.split("..", 1))
+        except ValueError:
+            pass
+    if a not in by_revision or b not in by_revision:
+        return None
+    return {"rev_a": a, "rev_b": b, "rows": contract_diff.diff(by_revision[a], by_revision[b])}
+
+
+def child_missions_of_item(viewer: Viewer, item: state.WorkItem) -> list:
+    return [state.mission_from_doc(r.doc) for r in work_models.Mission.objects.filter(
+        group_id=viewer.group_id, doc__parent_work_item_id=item.id).order_by("mission_id")]
 
 
 def artifact_page(viewer: Viewer, name: str) -> dict:
@@ -148,3 +238,118 @@ def artifact_page(viewer: Viewer, name: str) -> dict:
         return {"provenance": provenance.graph(viewer.group_id, name)}
     except ProtocolError as error:  # NOT_FOUND: unknown in this Group
         raise NotFound(name) from error
+
+
+# --- planning: who may be named, what may be placed where ------------------------------
+
+def principals_with(viewer: Viewer, role: str, humans_only: bool = False) -> list:
+    """The Group's live members with `role` (the MissionOwner is a human)."""
+    found = sorted(m.principal for m in Membership.objects.filter(
+        group_id=viewer.group_id, active=True) if role in m.roles)
+    return [p for p in found if p.startswith("user:")] if humans_only else found
+
+
+def workers(viewer: Viewer) -> list:
+    return [p.removeprefix("agent:") for p in principals_with(viewer, "worker")
+            if p.startswith("agent:")]
+
+
+def placement(viewer: Viewer, item: state.WorkItem, now) -> dict:
+    """What `work.offer` with candidates "auto" would find right now: the eligible
+    workers ranked with their full selection basis, and why the others are not
+    (the same facts and ranking the pipeline uses, apps/work/store.py, core/ranking.py)."""
+    pool = list(store.candidate_facts(viewer.group_id, None,
+                                      store.capability_ids(item)).values())
+    ttl = policy().presence_ttl_seconds
+    return {"ranked": ranking.rank(item.contract, pool, now, ttl),
+            "excluded": ranking.excluded(item.contract, pool, now, ttl)}
+
+
+def offer_rounds(trail: dict) -> list:
+    """Each work.offered with what became of it: per candidate its rank, expiry and
+    selection basis, a decline and its reason, the acceptance (the first one wins)
+    and the withdrawals that followed."""
+    rounds = []
+    for event in trail["events"]:
+        kind, data = event["type"], event["data"]
+        if kind == "work.offered":
+            rounds.append({"at": event["occurredAt"], "sequence": event["sequence"],
+                           "actor": event["actor"], "mode": data["mode"],
+                           "pending": data.get("pendingCandidates", []),
+                           "offers": {o["agentId"]: {**o, "outcome": "offered"}
+                                      for o in data["offers"]}})
+            continue
+        offers = rounds[-1]["offers"] if rounds else {}
+        if kind == "work.offer_declined" and data.get("agentId") in offers:
+            offers[data["agentId"]].update(outcome="declined", reason=data.get("reason"),
+                                           detail=data.get("detail"))
+        elif kind == "work.offer_accepted" and data.get("agentId") in offers:
+            offers[data["agentId"]].update(outcome="accepted first", at=event["occurredAt"])
+            for loser in data.get("withdrawn", []):
+                if loser in offers:
+                    offers[loser]["outcome"] = "withdrawn (another accepted first)"
+        elif kind == "work.offer_withdrawn":
+            for agent_id in data.get("agentIds", []):
+                if agent_id in offers and offers[agent_id]["outcome"] == "offered":
+                    offers[agent_id]["outcome"] = f"withdrawn ({data.get('reason', '')})"
+    for entry in rounds:
+        entry["offers"] = list(entry["offers"].values())
+    return rounds
+
+
+def retry_budget(item: state.WorkItem) -> dict:
+    """Attempts so far against the contract's retry budget, the next automatic retry's
+    backoff, and why automatic retries stopped (§11.4; a Coordinator may offer anyway)."""
+    retry = item.contract["retry"]
+    return {"attempts": item.attempts, "max_attempts": retry["maxAttempts"],
+            "left": max(retry["maxAttempts"] - item.attempts, 0),
+            "backoff_seconds": retries.backoff_seconds(retry, item.attempts),
+            "retry_at": item.retry_at, "exhausted": item.retry_exhausted}
+
+
+def revisions(trail: dict) -> list:
+    """The contract at each revision: [{revision, at, actor, contract}], oldest first."""
+    found = []
+    for event in trail["events"]:
+        if event["type"] == "work.authorized":
+            found.append({"revision": 1, "at": event["occurredAt"], "actor": event["actor"],
+                          "contract": event["data"]["contract"]})
+        elif event["type"] == "work.contract_revised":
+            found.append({"revision": event["data"]["contractRevision"],
+                          "at": event["occurredAt"], "actor": event["actor"],
+                          "contract": event["data"]["contract"]})
+    return found
+
+
+def open_proposals(viewer: Viewer, mission_id: str) -> list:
+    rows = work_models.Proposal.objects.filter(group_id=viewer.group_id, mission_id=mission_id,
+                                               status="open").order_by("proposal_id")
+    return sorted((state.proposal_from_doc(r.doc) for r in rows),
+                  key=lambda p: (p.created_at is None, p.created_at, p.id))
+
+
+def proposal(viewer: Viewer, mission_id: str, proposal_id: str) -> state.Proposal:
+    row = work_models.Proposal.objects.filter(group_id=viewer.group_id, mission_id=mission_id,
+                                              proposal_id=proposal_id).first()
+    if row is None:
+        raise NotFound(proposal_id)
+    return state.proposal_from_doc(row.doc)
+
+
+def child_missions(viewer: Viewer, mission_id: str) -> list:
+    return [state.mission_from_doc(r.doc) for r in work_models.Mission.objects.filter(
+        group_id=viewer.group_id, doc__parent_mission_id=mission_id).order_by("mission_id")]
+
+
+def coordinator_controls(viewer: Viewer, mission: state.Mission, item: state.WorkItem) -> dict:
+    """Which of the Coordinator's commands this viewer could send now, by the §10.2 table
+    (core/lifecycle.py) and the Mission's authority; the pipeline still decides."""
+    if not viewer.coordinates(mission) or mission.state != state.MISSION_ACTIVE:
+        return {}
+    allows = {name: lifecycle.allows(item.state, command) for name, command in (
+        ("offer", "work.offer"), ("preempt", "work.request_preemption"),
+        ("unblock", "work.unblock"), ("cancel", "work.cancel"),
+        ("revise", "work.revise_contract"), ("child", "mission.create_child"))}
+    allows["offer"] = allows["offer"] and not item.child_mission_id
+    allows["child"] = allows["child"] and not item.child_mission_id
+    return allows

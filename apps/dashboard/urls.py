@@ -8,6 +8,8 @@ from . import views
 app_name = "dashboard"
 
 G = "g/<id:group_id>"
+M = f"{G}/missions/<id:mission_id>"
+W = f"{G}/work-items/<id:item_id>"
 
 urlpatterns = [
     path("", views.groups, name="groups"),
@@ -15,12 +17,24 @@ urlpatterns = [
                                                 next_page="dashboard:groups"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="dashboard:login"), name="logout"),
     path(f"{G}/", views.group, name="group"),
-    path(f"{G}/missions/<id:mission_id>/", views.mission, name="mission"),
-    path(f"{G}/missions/<id:mission_id>/approve", views.approve_mission, name="approve_mission"),
-    path(f"{G}/work-items/<id:item_id>/", views.work_item, name="work_item"),
-    path(f"{G}/work-items/<id:item_id>/accept", views.accept_result, name="accept_result"),
-    path(f"{G}/work-items/<id:item_id>/fail", views.fail, name="fail"),
-    path(f"{G}/work-items/<id:item_id>/grant-execution", views.grant_execution,
-         name="grant_execution"),
+    path(f"{G}/missions/new", views.new_mission, name="new_mission"),
+    path(f"{M}/", views.mission, name="mission"),
+    path(f"{M}/approve", views.approve_mission, name="approve_mission"),
+    path(f"{M}/end", views.end_mission, name="end_mission"),
+    path(f"{M}/edges", views.change_edge, name="change_edge"),
+    path(f"{M}/work-items/new", views.new_item, name="new_item"),
+    path(f"{M}/proposals/<id:proposal_id>/authorize", views.authorize_proposal,
+         name="authorize_proposal"),
+    path(f"{W}/", views.work_item, name="work_item"),
+    path(f"{W}/revise", views.revise, name="revise"),
+    path(f"{W}/offer", views.offer, name="offer"),
+    path(f"{W}/preempt", views.preempt, name="preempt"),
+    path(f"{W}/unblock", views.unblock, name="unblock"),
+    path(f"{W}/cancel", views.cancel, name="cancel"),
+    path(f"{W}/child", views.create_child, name="create_child"),
+    path(f"{W}/messages", views.post_message, name="post_message"),
+    path(f"{W}/accept", views.accept_result, name="accept_result"),
+    path(f"{W}/fail", views.fail, name="fail"),
+    path(f"{W}/grant-execution", views.grant_execution, name="grant_execution"),
     path(f"{G}/artifacts/<id:name>/", views.artifact, name="artifact"),
 ]

@@ -1,6 +1,7 @@
 """The dashboard's pages and forms. Thin: check who is looking (apps/dashboard/access.py),
 read (pages.py) or act through the append pipeline (actions.py), render."""
 
+from datetime import timedelta
 from functools import wraps
 
 from django.contrib import messages
@@ -9,7 +10,9 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from . import access, actions, pages
+from mission_weave.protocol.timefmt import format_time
+
+from . import access, actions, contract_form, forms, pages
 
 
 def not_found(request):
@@ -24,6 +27,8 @@ def member_page(view):
     def checked(request, group_id, *args, **kwargs):
         try:
             viewer = access.viewer(request.user, group_id)
+            # The head before the page's reads: a commit in between is signalled again.
+            request.head_sequence = pages.head_sequence(viewer)
             return view(request, viewer, *args, **kwargs)
         except access.NotFound:
             return not_found(request)
@@ -31,7 +36,8 @@ def member_page(view):
 
 
 def _render(request, viewer, template, context, status=200):
-    return render(request, template, {"viewer": viewer, **context}, status=status)
+    return render(request, template, {"viewer": viewer, "head_sequence": request.head_sequence,
+                                      **context}, status=status)
 
 
 @login_required
@@ -50,9 +56,18 @@ def mission(request, viewer, mission_id):
     return _mission(request, viewer, mission_id)
 
 
-def _mission(request, viewer, mission_id, refused=None, status=200):
+def _mission(request, viewer, mission_id, refused=None, status=200, forms=None):
+    expanded = set(filter(None, request.GET.get("expand", "").split(",")))
+    cycle = (refused or {}).get("details", {}).get("cycle")
+    page = pages.mission_page(viewer, mission_id, expanded, cycle)
     return _render(request, viewer, "dashboard/mission.html",
-                   {**pages.mission_page(viewer, mission_id), "refused": refused}, status)
+                   {**page, "forms": mission_forms(page, forms or {}), "refused": refused},
+                   status)
+
+
+def mission_forms(page: dict, bound: dict) -> dict:
+    """The Mission page's forms, blank unless a refused POST left one bound."""
+    return {"end": bound.get("end") or forms.EndMissionForm(prefix="end")}
 
 
 @member_page
@@ -60,9 +75,20 @@ def work_item(request, viewer, item_id):
     return _work_item(request, viewer, item_id)
 
 
-def _work_item(request, viewer, item_id, refused=None, status=200):
+def _work_item(request, viewer, item_id, refused=None, status=200, forms=None):
+    page = pages.work_item_page(viewer, item_id, timezone.now(), request.GET.get("diff"))
+    sent = next(iter((forms or {}).values()), None)  # a refused form, shown with the refusal
     return _render(request, viewer, "dashboard/work_item.html",
-                   {**pages.work_item_page(viewer, item_id), "refused": refused}, status)
+                   {**page, "forms": item_forms(viewer, page, forms or {}),
+                    "refused": refused, "sent": sent}, status)
+
+
+def item_forms(viewer, page: dict, bound: dict) -> dict:
+    """The WorkItem page's forms, blank unless a refused POST left one bound."""
+    blank = {"offer": lambda prefix: forms.OfferForm(prefix=prefix, workers=pages.workers(viewer)),
+             "preempt": forms.ReasonForm, "unblock": forms.UnblockForm, "cancel": forms.ReasonForm,
+             "child": forms.ChildMissionForm, "message": forms.MessageForm}
+    return {name: bound.get(name) or make(prefix=name) for name, make in blank.items()}
 
 
 @member_page
@@ -77,18 +103,58 @@ def _answer(request, outcome, again, *to):
     after a refusal, the page again with the PROTOCOL error, at the error's HTTP status."""
     if not outcome.accepted:
         return again(refused=outcome.error, status=outcome.status)
-    appended = ", ".join(f"{e['type']} #{e['sequence']}" for e in outcome.events)
-    messages.success(request, f"Recorded: {appended}")
+    _recorded(request, outcome)
     return redirect(*to)
 
 
-def _answer_on_item(request, viewer, item_id, outcome):
-    return _answer(request, outcome, lambda **e: _work_item(request, viewer, item_id, **e),
+def _recorded(request, outcome) -> None:
+    appended = ", ".join(f"{e['type']} #{e['sequence']}" for e in outcome.events)
+    messages.success(request, f"Recorded: {appended}")
+
+
+def _invalid(form) -> dict:
+    """A form the dashboard itself could not turn into a command: shown like a refusal."""
+    return {"code": "VALIDATION_ERROR", "details": {},
+            "message": "Some fields need fixing (marked below)."}
+
+
+def _answer_on_item(request, viewer, item_id, outcome, **forms):
+    return _answer(request, outcome,
+                   lambda **e: _work_item(request, viewer, item_id, forms=forms, **e),
                    "dashboard:work_item", viewer.group_id, item_id)
 
 
 def _text(request, name: str) -> str:
     return request.POST.get(name, "").strip()
+
+
+def item_form_action(form_name: str, form_class, command: str, **form_kwargs):
+    """A WorkItem page action: a small form whose body is one command on the item. An
+    invalid form or a refusal shows the page again with what was typed."""
+    @require_POST
+    @member_page
+    def act(request, viewer, item_id):
+        item = pages.work_item(viewer, item_id)
+        extra = {key: value(viewer) for key, value in form_kwargs.items()}
+        form = form_class(request.POST, prefix=form_name, **extra)
+        now = timezone.now()
+        if not form.is_valid():
+            return _work_item(request, viewer, item_id, forms={form_name: form},
+                              refused=_invalid(form), status=400)
+        body = form.body(now) if form_name == "offer" else form.body()
+        outcome = actions.send(viewer, command, body, now, item.id)
+        return _answer_on_item(request, viewer, item_id, outcome, **{form_name: form})
+    act.__name__ = form_name
+    return act
+
+
+offer = item_form_action("offer", forms.OfferForm, "work.offer",
+                         workers=pages.workers)
+preempt = item_form_action("preempt", forms.ReasonForm, "work.request_preemption")
+unblock = item_form_action("unblock", forms.UnblockForm, "work.unblock")
+cancel = item_form_action("cancel", forms.ReasonForm, "work.cancel")
+create_child = item_form_action("child", forms.ChildMissionForm, "mission.create_child")
+post_message = item_form_action("message", forms.MessageForm, "conversation.post")
 
 
 @require_POST
@@ -125,3 +191,130 @@ def approve_mission(request, viewer, mission_id):
                                       timezone.now())
     return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id, **e),
                    "dashboard:mission", viewer.group_id, mission_id)
+
+
+@require_POST
+@member_page
+def end_mission(request, viewer, mission_id):
+    pages.get_mission(viewer, mission_id)
+    form = forms.EndMissionForm(request.POST, prefix="end")
+    if not form.is_valid():
+        return _mission(request, viewer, mission_id, forms={"end": form},
+                        refused=_invalid(form), status=400)
+    outcome = actions.end_mission(viewer, mission_id, form.cleaned_data["how"],
+                                  form.cleaned_data["reason"], timezone.now())
+    return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id,
+                                                          forms={"end": form}, **e),
+                   "dashboard:mission", viewer.group_id, mission_id)
+
+
+@require_POST
+@member_page
+def change_edge(request, viewer, mission_id):
+    """Add or remove the edge `dependant` depends on `dependency` (a contract revision of
+    the dependant). A cycle is refused with its path, drawn on the graph."""
+    pages.get_mission(viewer, mission_id)
+    dependant, dependency = _text(request, "dependant"), _text(request, "dependency")
+    try:
+        item = pages.work_item(viewer, dependant)
+    except access.NotFound:
+        item = None
+    if item is None or item.mission_id != mission_id or not dependency:
+        refused = {"code": "VALIDATION_ERROR", "details": {},
+                   "message": "Choose a WorkItem of this Mission and the WorkItem it should "
+                              "depend on."}
+        return _mission(request, viewer, mission_id, refused=refused, status=400)
+    outcome = actions.change_edge(viewer, item, dependency, _text(request, "op") != "remove",
+                                  timezone.now())
+    return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id, **e),
+                   "dashboard:mission", viewer.group_id, mission_id)
+
+
+@member_page
+def new_mission(request, viewer):
+    choices = {"owners": pages.principals_with(viewer, "owner", humans_only=True),
+               "coordinators": pages.principals_with(viewer, "coordinator")}
+    form = forms.MissionForm(request.POST or None, **choices,
+                             initial={"coordinator": viewer.principal.id,
+                                      "owner": viewer.principal.id})
+    refused, status = None, 200
+    if request.method == "POST":
+        if form.is_valid():
+            outcome = actions.send(viewer, "mission.create", form.body(), timezone.now())
+            if outcome.accepted:
+                _recorded(request, outcome)
+                return redirect("dashboard:mission", viewer.group_id,
+                                outcome.events[0]["missionId"])
+            refused, status = outcome.error, outcome.status
+        else:
+            refused, status = _invalid(form), 400
+    return _render(request, viewer, "dashboard/mission_new.html",
+                   {"form": form, "refused": refused}, status)
+
+
+# --- the Work Contract: a new WorkItem, an authorized proposal, a revision ----------------
+
+def _contract_page(request, viewer, mission, *, title, command, body_of, contract,
+                   exclude=None, done=None, context=None):
+    """GET: the contract form (from `contract`); POST: `command` with body_of(contract).
+    INVALID_CONTRACT and the other refusals are shown beside the field they name, with
+    everything typed kept."""
+    choices = [(i.id, f"{i.id}: {i.contract['goal'][:60]}")
+               for i in pages.items_of(viewer, mission.id) if i.id != exclude]
+    refused, status = None, 200
+    if request.method == "POST":
+        form = contract_form.ContractForm.from_post(request.POST, choices)
+        sent = form.contract()
+        if sent is None:
+            refused, status = _invalid(form), 400
+        else:
+            outcome = actions.send(viewer, command, body_of(sent), timezone.now(),
+                                   None if exclude is None else exclude)
+            if outcome.accepted:
+                _recorded(request, outcome)
+                item_id = done or outcome.events[-1]["workItemId"]
+                return redirect("dashboard:work_item", viewer.group_id, item_id)
+            refused, status = outcome.error, outcome.status
+            form.add_server_error(refused)
+    else:
+        form = contract_form.ContractForm.from_contract(
+            contract, choices, default_deadline=format_time(timezone.now() + DEFAULT_DEADLINE))
+    return _render(request, viewer, "dashboard/contract.html",
+                   {"mission": mission, "title": title, "contract_form": form,
+                    "refused": refused, **(context or {})}, status)
+
+
+DEFAULT_DEADLINE = timedelta(days=7)
+
+
+@member_page
+def new_item(request, viewer, mission_id):
+    mission = pages.get_mission(viewer, mission_id)
+    item_id = _text(request, "work_item_id")
+    return _contract_page(
+        request, viewer, mission, title="Add a WorkItem", command="work.authorize",
+        contract=None, context={"ask_id": True},
+        body_of=lambda contract: {"missionId": mission.id, "contract": contract,
+                                  **({"workItemId": item_id} if item_id else {})})
+
+
+@member_page
+def authorize_proposal(request, viewer, mission_id, proposal_id):
+    mission = pages.get_mission(viewer, mission_id)
+    proposal = pages.proposal(viewer, mission_id, proposal_id)
+    return _contract_page(
+        request, viewer, mission, title=f"Authorize proposal {proposal.id} by {proposal.proposer}",
+        command="work.authorize", contract=proposal.contract, context={"proposal": proposal},
+        body_of=lambda contract: {"missionId": mission.id, "proposalId": proposal.id,
+                                  "contract": contract})
+
+
+@member_page
+def revise(request, viewer, item_id):
+    item = pages.work_item(viewer, item_id)
+    mission = pages.get_mission(viewer, item.mission_id)
+    return _contract_page(
+        request, viewer, mission,
+        title=f"Revise {item.id} (now at revision {item.contract_revision})",
+        command="work.revise_contract", contract=item.contract, exclude=item.id, done=item.id,
+        context={"item": item}, body_of=lambda contract: {"contract": contract})

@@ -117,6 +117,11 @@ def _lookup(state: str, trigger: str) -> Row | None:
     return None
 
 
+def allows(state: str, trigger: str) -> bool:
+    """Whether the §10.2 table has a row for `trigger` from `state` (for showing controls)."""
+    return _lookup(state, trigger) is not None
+
+
 def permitted(state: str, trigger: str) -> frozenset:
     """The possible next states of `trigger` from `state`, or TRANSITION_NOT_PERMITTED."""
     found = _lookup(state, trigger)

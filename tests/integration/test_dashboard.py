@@ -143,7 +143,8 @@ def test_the_mission_page_shows_the_work_graph(scenario):
     assert "queued" in rows[first] and s.w1.name in rows[first]
     assert "open" in rows[second] and f'>{first}</a>' in rows[second]
     assert "all_verified" in rows[second]
-    assert html.count('<line class="edge"') == 1  # one dependency, one arrow
+    assert html.count('data-edge=') == 1  # one dependency, one arrow
+    assert f'data-edge="{first}->{second}" data-met="false"' in html
     assert f"{second} depends on {first}" in html
 
 

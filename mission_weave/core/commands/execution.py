@@ -276,6 +276,10 @@ def conversation_post(view, command, context):
     item = target_item(view, command)
     body = command.body
     message_id = body.get("messageId") or derive_id("msg", command.id)
+    if body["kind"] == "ambiguity" and not command.roles - {"observer"}:
+        # An ambiguity blocks acceptance: it comes from someone with a part in the work.
+        raise ProtocolError("FORBIDDEN", "an observer posts messages; raising an ambiguity, "
+                            "which blocks acceptance, takes another role")
     if body["kind"] == "resolution":
         if "coordinator" not in command.roles:
             raise ProtocolError("FORBIDDEN", "a coordinator resolves an ambiguity")

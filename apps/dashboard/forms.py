@@ -1,0 +1,147 @@
+"""The dashboard's small forms (Django forms: labels, typed values, errors beside their
+field). Each turns what a person typed into a command body; the pipeline decides.
+The Work Contract has a form of its own (contract_form.py)."""
+
+from datetime import timedelta
+
+from django import forms
+
+from mission_weave.protocol.timefmt import format_time
+
+COUNTS = (("tokens", "Tokens"), ("toolCalls", "Tool calls"),
+          ("computeSeconds", "Compute seconds"), ("wallClockSeconds", "Wall-clock seconds"),
+          ("sideEffects", "Side effects"))
+
+
+class MissionForm(forms.Form):
+    title = forms.CharField(max_length=10000)
+    mission_id = forms.RegexField(
+        r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$", required=False, label="Mission id (optional)",
+        help_text="Letters, digits and _.:- ; left blank, the server chooses one.")
+    owner = forms.ChoiceField(label="MissionOwner (gives the final Approval)")
+    coordinator = forms.ChoiceField(label="Coordinator")
+    delegates = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple,
+        label="Delegates (may act as the Coordinator)")
+    auto_dispatch = forms.BooleanField(
+        required=False, label="Automatic dispatch: a declined or expired offer moves to "
+                              "the next ranked candidate")
+    financial_amount = forms.DecimalField(required=False, min_value=0, max_digits=21,
+                                          decimal_places=6, label="Financial budget")
+    financial_currency = forms.RegexField(r"^[A-Z]{3}$", required=False, initial="EUR",
+                                          label="Currency (ISO 4217)")
+
+    def __init__(self, *args, owners=(), coordinators=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["owner"].choices = [(p, p) for p in owners]
+        self.fields["coordinator"].choices = [(p, p) for p in coordinators]
+        self.fields["delegates"].choices = [(p, p) for p in coordinators]
+        for name, label in COUNTS:
+            self.fields[f"budget_{name}"] = forms.IntegerField(
+                required=False, min_value=0, label=f"{label} budget")
+
+    def budgets(self) -> dict:
+        data = self.cleaned_data
+        budgets = {name: data[f"budget_{name}"] for name, _ in COUNTS
+                   if data.get(f"budget_{name}") is not None}
+        if data.get("financial_amount") is not None:
+            budgets["financial"] = {"amount": format(data["financial_amount"], "f"),
+                                    "currency": data["financial_currency"] or "EUR"}
+        return budgets
+
+    def body(self) -> dict:
+        data = self.cleaned_data
+        body = {"title": data["title"], "ownerId": data["owner"],
+                "coordinatorId": data["coordinator"], "delegates": data["delegates"],
+                "autoDispatch": data["auto_dispatch"], "budgets": self.budgets()}
+        if data["mission_id"]:
+            body["missionId"] = data["mission_id"]
+        return body
+
+
+class ChildMissionForm(forms.Form):
+    title = forms.CharField(max_length=10000, label="Child Mission title")
+    child_mission_id = forms.RegexField(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$", required=False,
+                                        label="Child Mission id (optional)")
+    child_failure_policy = forms.ChoiceField(
+        label="If the child Mission fails", initial="block",
+        choices=[("block", "block this WorkItem (the Coordinator decides)"),
+                 ("fail", "fail this WorkItem")])
+
+    def body(self) -> dict:
+        data = self.cleaned_data
+        body = {"title": data["title"], "childFailurePolicy": data["child_failure_policy"]}
+        if data["child_mission_id"]:
+            body["childMissionId"] = data["child_mission_id"]
+        return body
+
+
+class OfferForm(forms.Form):
+    candidates = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple,
+        label="Named workers (in this order; leave empty to choose automatically)")
+    auto = forms.BooleanField(required=False, initial=True,
+                              label="auto: the server ranks the Group's workers")
+    mode = forms.ChoiceField(choices=[("sequential", "sequential: one at a time, best first"),
+                                      ("urgent", "urgent: several at once, first to accept")],
+                             initial="sequential")
+    candidate_count = forms.IntegerField(required=False, min_value=1,
+                                         label="Candidates at once (urgent)")
+    expires_in_minutes = forms.IntegerField(min_value=1, max_value=7 * 24 * 60, initial=10,
+                                            label="Offer expires after (minutes)")
+
+    def __init__(self, *args, workers=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["candidates"].choices = [(w, w) for w in workers]
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("auto") and not data.get("candidates"):
+            raise forms.ValidationError("Choose workers by name, or tick auto.")
+        return data
+
+    def body(self, now) -> dict:
+        data = self.cleaned_data
+        body = {"candidates": "auto" if data["auto"] else data["candidates"],
+                "mode": data["mode"],
+                "expiresAt": format_time(now + timedelta(minutes=data["expires_in_minutes"]))}
+        if data["mode"] == "urgent" and data.get("candidate_count"):
+            body["candidateCount"] = data["candidate_count"]
+        return body
+
+
+class ReasonForm(forms.Form):
+    """A reason, sent as `body[member]` (work.cancel, work.request_preemption)."""
+    member = "reason"
+    reason = forms.CharField(max_length=10000, label="Reason")
+
+    def body(self) -> dict:
+        return {self.member: self.cleaned_data["reason"]}
+
+
+class UnblockForm(ReasonForm):
+    member = "resolution"
+    reason = forms.CharField(max_length=10000, label="Resolution (what the worker needed)")
+
+
+class EndMissionForm(ReasonForm):
+    how = forms.ChoiceField(choices=[("cancel", "Cancel it (no longer wanted)"),
+                                     ("fail", "Fail it (it cannot succeed)")], initial="cancel",
+                            widget=forms.RadioSelect, label="End the Mission")
+
+
+class MessageForm(forms.Form):
+    kind = forms.ChoiceField(choices=[("message", "a message"),
+                                      ("ambiguity", "an ambiguity (blocks acceptance)"),
+                                      ("resolution", "an answer to an ambiguity")],
+                             initial="message")
+    text = forms.CharField(max_length=10000, widget=forms.Textarea(attrs={"rows": 3}))
+    resolves = forms.CharField(required=False, max_length=100,
+                               label="Answers the ambiguity (for an answer)")
+
+    def body(self) -> dict:
+        data = self.cleaned_data
+        body = {"kind": data["kind"], "text": data["text"]}
+        if data["kind"] == "resolution":
+            body["resolves"] = data["resolves"]
+        return body
