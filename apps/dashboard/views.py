@@ -277,8 +277,9 @@ def _contract_page(request, viewer, mission, *, title, command, body_of, contrac
             refused, status = outcome.error, outcome.status
             form.add_server_error(refused)
     else:
-        form = contract_form.ContractForm.from_contract(
-            contract, choices, default_deadline=format_time(timezone.now() + DEFAULT_DEADLINE))
+        deadline = (timezone.now() + DEFAULT_DEADLINE).replace(microsecond=0)
+        form = contract_form.ContractForm.from_contract(contract, choices,
+                                                        default_deadline=format_time(deadline))
     return _render(request, viewer, "dashboard/contract.html",
                    {"mission": mission, "title": title, "contract_form": form,
                     "refused": refused, **(context or {})}, status)

@@ -131,3 +131,21 @@ def test_other_messages_carry_no_cleared_member():
     drafts, _ = run(view, ambiguity(item))
 
     assert "cleared" not in drafts[0].data
+
+
+def test_an_observer_posts_messages_but_raises_no_ambiguity():
+    # An ambiguity blocks every acceptance: someone with no part in the work cannot.
+    item = builders.work_item(state.OFFERED)
+    view = builders.view_of(item)
+
+    def observer(kind):
+        return builders.command("conversation.post", {"kind": kind, "text": "Which quarter?"},
+                                item, actor="user:watcher", roles=frozenset({"observer"}),
+                                command_id=f"cmd-observer-{kind}")
+
+    drafts, after = run(view, observer("message"))
+    error = rejected(view, observer("ambiguity"))
+
+    assert [d.type for d in drafts] == ["conversation.message_posted"]
+    assert after.items[item.id].open_ambiguities == ()
+    assert error.code == "FORBIDDEN"

@@ -51,7 +51,8 @@ def demo_contract(goal: str, capability: str, depends_on: list) -> dict:
 
 class Command(OperatorCommand):
     help = ("Load the demo: Group `demo`, a coordinator and two worker Agents (keys under "
-            ".mw/agents/), the human MissionOwner owner/owner, the operator admin/admin "
+            ".mw/agents/), the human MissionOwner owner/owner, the human Coordinator "
+            "coordinator/coordinator, the operator admin/admin "
             "(staff, for /admin/), and a Mission with a small WorkItem graph. Safe to run "
             "again.")
 
@@ -60,6 +61,8 @@ class Command(OperatorCommand):
         keys = {name: self._agent(group, name, roles) for name, roles in AGENTS.items()}
         registry.create_user("owner", "owner")
         registry.add_member(group, "user:owner", ["owner"])
+        registry.create_user("coordinator", "coordinator")
+        registry.add_member(group, "user:coordinator", ["coordinator"])
         self._admin()
         mission = Mission.objects.filter(group=group, mission_id="demo-mission").first()
         if mission is None:
@@ -67,6 +70,7 @@ class Command(OperatorCommand):
         return {"groupId": group.id, "missionId": "demo-mission",
                 "agents": {name: str(self._key_file(name)) for name in AGENTS},
                 "login": {"username": "owner", "password": "owner"},
+                "coordinatorLogin": {"username": "coordinator", "password": "coordinator"},
                 "admin": {"username": "admin", "password": "admin"}}
 
     def _admin(self) -> None:
@@ -117,7 +121,9 @@ class Command(OperatorCommand):
                 raise RuntimeError(f"demo command {type_} failed: {answer.body}")
 
         send("mission.create", {"missionId": "demo-mission", "title": "Write a sourced report",
-                                "ownerId": "user:owner", "coordinatorId": principal.id})
+                                "ownerId": "user:owner", "coordinatorId": principal.id,
+                                # The human Coordinator may steer it from the dashboard too.
+                                "delegates": ["user:coordinator"]})
         for item_id, (goal, capability, depends_on) in GRAPH.items():
             send("work.authorize", {"workItemId": item_id, "missionId": "demo-mission",
                                     "contract": demo_contract(goal, capability, depends_on)})
