@@ -3,7 +3,7 @@ from django.urls import path
 
 from apps.api.urls import IdConverter  # noqa: F401 - registers the `id` path converter
 
-from . import views
+from . import log_views, views
 
 app_name = "dashboard"
 
@@ -17,6 +17,7 @@ urlpatterns = [
                                                 next_page="dashboard:groups"), name="login"),
     path("logout/", auth_views.LogoutView.as_view(next_page="dashboard:login"), name="logout"),
     path(f"{G}/", views.group, name="group"),
+    path(f"{G}/log/", log_views.group_log, name="group_log"),
     path(f"{G}/missions/new", views.new_mission, name="new_mission"),
     path(f"{M}/", views.mission, name="mission"),
     path(f"{M}/approve", views.approve_mission, name="approve_mission"),

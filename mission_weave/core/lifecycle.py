@@ -83,6 +83,8 @@ WITHIN_STATE = (
         "The current owner renews acceptance of a revised contract (§10.1)"),
     row("open offered queued blocked failed", "work.revise_contract",  "same",
         "Revision + 1; not while active (preempt first); renewed acceptance required"),
+    row("queued",                          "approval.refuse_execution", "queued",
+        "The MissionOwner refuses the start gate, with a reason; a grant may follow"),
     row("active",                          "lease.renew",              "active",
         "Extends the Execution Lease; the renewal history is kept"),
     row("active",                          "work.progress",            "active",

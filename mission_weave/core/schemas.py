@@ -95,6 +95,13 @@ BODIES = {
                                    "childFailurePolicy": {"enum": ["block", "fail"]}},
                                   ["title", "childFailurePolicy"]),
     "mission.approve": _body({"missionId": ID, "comment": TEXT}, ["missionId"]),
+    # The MissionOwner's "not yet": a reason for the Mission and per WorkItem, recorded;
+    # the Mission stays active for more work (docs/protocol.md).
+    "mission.refuse_approval": _body({
+        "missionId": ID, "reason": {**TEXT, "minLength": 1},
+        "workItems": {"type": "array", "maxItems": 200, "items": _body(
+            {"workItemId": ID, "reason": {**TEXT, "minLength": 1}},
+            ["workItemId", "reason"])}}, ["missionId", "reason"]),
     "mission.fail": _body({"missionId": ID, "reason": TEXT}, ["missionId"]),
     "mission.cancel": _body({"missionId": ID, "reason": TEXT}, ["missionId"]),
     "work.propose": _body({"proposalId": ID, "missionId": ID, "contract": {"type": "object"}},
@@ -116,6 +123,7 @@ BODIES = {
     "work.accept_offer": _body({"contractRevision": {"type": "integer", "minimum": 1}},
                                ["contractRevision"]),
     "approval.grant_execution": _body({"comment": TEXT}),
+    "approval.refuse_execution": _body({"reason": {**TEXT, "minLength": 1}}, ["reason"]),
     "work.start": _body({"leaseSeconds": SECONDS}),
     "lease.renew": _body({"leaseSeconds": SECONDS}),
     "work.progress": PROGRESS,

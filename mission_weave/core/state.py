@@ -92,6 +92,9 @@ class WorkItem:
     open_ambiguities: tuple = ()
     usage: dict = field(default_factory=dict)  # six-dimension totals charged here (§11.5)
     schedule_disclosure: dict | None = None  # the owner's latest §11.2 disclosure
+    # The MissionOwner's refusal to let this contract revision run: {by, reason,
+    # contractRevision, at}; a grant or a revised contract clears it.
+    execution_refusal: dict | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -123,6 +126,9 @@ class Mission:
     auto_dispatch: bool = False  # a decline or expired offer moves to the next candidate
     work_items: tuple = ()
     usage: dict = field(default_factory=dict)  # six-dimension totals of its WorkItems (§11.5)
+    # The MissionOwner's latest refusal of the final Approval: {by, reason, workItems, at},
+    # waiting on the Coordinator until new or revised work answers it.
+    approval_refusal: dict | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
@@ -252,7 +258,8 @@ def _authorized(view, event, data):
         revision=0, created_at=event.occurred_at)
     view.items[item.id] = item
     mission = view.missions[event.mission_id]
-    view.missions[mission.id] = replace(mission, work_items=mission.work_items + (item.id,))
+    view.missions[mission.id] = replace(mission, work_items=mission.work_items + (item.id,),
+                                        approval_refusal=None)
     if item.proposal_id in view.proposals:
         view.proposals[item.proposal_id] = replace(
             view.proposals[item.proposal_id], status="authorized", work_item_id=item.id)
@@ -265,7 +272,11 @@ def _contract_revised(view, event, data):
                  contract_revision=contract["revision"], execution_approved=False,
                  retry_exhausted=None,
                  depends_on=tuple(deps.get("workItems", ())),
-                 dependency_policy=deps.get("policy", "all_verified"), open_ambiguities=())
+                 dependency_policy=deps.get("policy", "all_verified"), open_ambiguities=(),
+                 execution_refusal=None)
+    mission = view.missions[event.mission_id]
+    if mission.approval_refusal is not None:
+        view.missions[mission.id] = replace(mission, approval_refusal=None)
 
 
 def _offered(view, event, data):
@@ -309,7 +320,20 @@ def _contract_accepted(view, event, data):
 
 
 def _execution_granted(view, event, data):
-    _update_item(view, event.work_item_id, execution_approved=True)
+    _update_item(view, event.work_item_id, execution_approved=True, execution_refusal=None)
+
+
+def _execution_refused(view, event, data):
+    _update_item(view, event.work_item_id, execution_refusal={
+        "by": data["by"], "reason": data["reason"],
+        "contractRevision": data["contractRevision"], "at": format_time(event.occurred_at)})
+
+
+def _approval_refused(view, event, data):
+    mission = view.missions[event.mission_id]
+    view.missions[mission.id] = replace(mission, approval_refusal={
+        "by": data["by"], "reason": data["reason"], "workItems": data["workItems"],
+        "at": format_time(event.occurred_at)})
 
 
 def _started(view, event, data):
@@ -501,6 +525,7 @@ MUTATORS = {
     "mission.created": _mission_created,
     "mission.child_created": _child_created,
     "mission.approved": _mission_ended(MISSION_APPROVED),
+    "mission.approval_refused": _approval_refused,
     "mission.failed": _mission_ended(MISSION_FAILED),
     "mission.cancelled": _mission_ended(MISSION_CANCELLED),
     "work.child_mission_failed": _child_mission_failed,
@@ -513,6 +538,7 @@ MUTATORS = {
     "work.offer_accepted": _offer_accepted,
     "work.contract_accepted": _contract_accepted,
     "approval.execution_granted": _execution_granted,
+    "approval.execution_refused": _execution_refused,
     "work.started": _started,
     "lease.renewed": _lease_renewed,
     "lease.revoked": _lease_closed("revoked"),

@@ -26,6 +26,7 @@ BODIES = {
     "work.offer": {"candidates": [WORKER], "mode": "sequential", "expiresAt": iso(3600)},
     "work.accept_offer": {"contractRevision": 2},
     "approval.grant_execution": {"comment": "risk reviewed"},
+    "approval.refuse_execution": {"reason": "the rollback plan is missing"},
     "work.start": {},
     "work.checkpoint": {"progress": progress()},
     "work.block": {"checkpoint": {"progress": progress()},
@@ -64,12 +65,13 @@ ITEM_SETUP = {
     "work.accept_offer": {"contract_revision": 2},
     # "when required": the grant is only meaningful for a contract that asks for it.
     "approval.grant_execution": {"requires_approval": True},
+    "approval.refuse_execution": {"requires_approval": True},
 }
 
 # approval.grant_execution is given by the Mission's human MissionOwner and the
 # Coordinator's commands by the Mission's Coordinator (authority.py); every other command
 # here is sent by the agent that holds the offer / ownership / lease of the built item.
-ACTORS = {"approval.grant_execution": HUMAN,
+ACTORS = {"approval.grant_execution": HUMAN, "approval.refuse_execution": HUMAN,
           **{command_type: COORDINATOR for command_type in authority.COORDINATOR}}
 
 
@@ -121,7 +123,8 @@ def test_every_item_command_is_a_command_type_and_has_a_body_here():
 
 def test_commands_not_targeting_an_item_are_the_mission_and_creation_commands():
     assert set(commands.COMMAND_TYPES) - set(lifecycle.ITEM_COMMANDS) == {
-        "mission.create", "mission.approve", "mission.fail", "mission.cancel",
+        "mission.create", "mission.approve", "mission.refuse_approval", "mission.fail",
+        "mission.cancel",
         "work.propose", "work.authorize",
         # §13: artifacts and Context Packages move no WorkItem (the lease is checked apart)
         "artifact.publish", "context.publish", "artifact.forward",

@@ -22,7 +22,8 @@ from . import artifacts, authority, execution, missions, offers, review, schedul
 from .base import Command, Context, Draft, Policy, derive_id  # noqa: F401 - the public API
 from .execution import revoke_for_session  # noqa: F401
 
-HUMAN_ONLY = frozenset({"approval.grant_execution", "mission.approve",
+HUMAN_ONLY = frozenset({"approval.grant_execution", "approval.refuse_execution",
+                        "mission.approve", "mission.refuse_approval",
                         "artifact.approve_forwarding"})
 ANY_ROLE = frozenset({"coordinator", "worker", "reviewer", "owner", "observer"})
 
@@ -32,6 +33,7 @@ ROLES = {
     "mission.create": {"coordinator", "owner"},
     "mission.create_child": {"coordinator"},
     "mission.approve": {"owner"},
+    "mission.refuse_approval": {"owner"},
     "mission.fail": {"coordinator", "owner"},
     "mission.cancel": {"coordinator", "owner"},
     "work.propose": ANY_ROLE,
@@ -41,6 +43,7 @@ ROLES = {
     "work.decline_offer": {"worker"},
     "work.accept_offer": {"worker"},
     "approval.grant_execution": {"owner"},
+    "approval.refuse_execution": {"owner"},
     "work.start": {"worker"},
     "lease.renew": {"worker"},
     "work.progress": {"worker"},
@@ -95,6 +98,7 @@ HANDLERS = {
     "mission.create": missions.mission_create,
     "mission.create_child": missions.mission_create_child,
     "mission.approve": missions.mission_approve,
+    "mission.refuse_approval": missions.mission_refuse_approval,
     "mission.fail": missions.mission_end("mission.failed", "work.failed", child_failed=True),
     "mission.cancel": missions.mission_end("mission.cancelled", "work.cancelled",
                                            child_failed=True),
@@ -105,6 +109,7 @@ HANDLERS = {
     "work.decline_offer": offers.work_decline_offer,
     "work.accept_offer": offers.work_accept_offer,
     "approval.grant_execution": execution.approval_grant_execution,
+    "approval.refuse_execution": execution.approval_refuse_execution,
     "work.start": execution.work_start,
     "lease.renew": execution.lease_renew,
     "work.progress": execution.work_progress,

@@ -13,7 +13,8 @@ from mission_weave.protocol.errors import ProtocolError
 from ..state import Mission, View
 from .base import Command
 
-OWNER = frozenset({"mission.approve", "approval.grant_execution"})
+OWNER = frozenset({"mission.approve", "mission.refuse_approval", "approval.grant_execution",
+                   "approval.refuse_execution"})
 COORDINATOR = frozenset({
     "work.authorize", "work.revise_contract", "work.offer", "work.unblock",
     "work.accept_result", "work.fail", "work.cancel", "work.request_preemption",

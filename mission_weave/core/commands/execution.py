@@ -45,6 +45,22 @@ def approval_grant_execution(view, command, context):
         "comment": command.body.get("comment")})]
 
 
+def approval_refuse_execution(view, command, context):
+    """The MissionOwner will not let this revision run (recorded, for the Coordinator,
+    who may revise the contract or cancel); the start gate stays shut, and a later
+    grant may still open it."""
+    item = target_item(view, command)
+    if not item.contract["risk"]["requiresExecutionApproval"]:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"the contract of {item.id} does not require execution approval")
+    if item.execution_approved:
+        raise ProtocolError("TRANSITION_NOT_PERMITTED",
+                            f"execution of {item.id} is already approved for this revision")
+    return [item_draft(item, "approval.execution_refused", {
+        "by": command.actor, "contractRevision": item.contract_revision,
+        "reason": command.body["reason"]})]
+
+
 def _capability_token(lease_id: str, scopes: dict, expires_at: datetime, salt: str) -> dict:
     return capabilities.descriptor(derive_id("cap", lease_id, salt), lease_id, scopes, expires_at)
 

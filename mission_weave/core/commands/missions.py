@@ -111,6 +111,22 @@ def mission_approve(view, command, context):
     return drafts
 
 
+def mission_refuse_approval(view, command, context):
+    """Not approved, yet: the reasons are recorded for the Coordinator and the Mission
+    stays active for more work (to end it, mission.fail or mission.cancel)."""
+    body = command.body
+    mission = active_mission(view, body["missionId"])
+    items = body.get("workItems", [])
+    strangers = [entry["workItemId"] for entry in items
+                 if entry["workItemId"] not in mission.work_items]
+    if strangers:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"body.workItems: not WorkItems of Mission {mission.id}: "
+                            f"{', '.join(strangers)}", {"path": "body.workItems"})
+    return [Draft("mission.approval_refused", {"by": command.actor, "reason": body["reason"],
+                                               "workItems": items}, mission.id)]
+
+
 def mission_end(event_type: str, item_event: str, child_failed: bool):
     def handle(view, command, context):
         mission = active_mission(view, command.body["missionId"])
