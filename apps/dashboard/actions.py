@@ -83,11 +83,6 @@ def fail(viewer: Viewer, item, criteria: list, reason: str, permanent: bool,
                                       "permanent": permanent}, now, item.id)
 
 
-def grant_execution(viewer: Viewer, item_id: str, comment: str, now: datetime) -> Outcome:
-    body = {"comment": comment} if comment else {}
-    return send(viewer, "approval.grant_execution", body, now, item_id)
-
-
 def approve_mission(viewer: Viewer, mission_id: str, comment: str, now: datetime) -> Outcome:
     body = {"missionId": mission_id, **({"comment": comment} if comment else {})}
     return send(viewer, "mission.approve", body, now)

@@ -17,6 +17,7 @@ LABELS = {"financial": "Money", "tokens": "Tokens", "toolCalls": "Tool calls",
           "computeSeconds": "Compute time", "wallClockSeconds": "Wall-clock time",
           "sideEffects": "Side effects"}
 UNITS = {"computeSeconds": "s", "wallClockSeconds": "s"}
+LEVELS = {"workItem": "WorkItem", "mission": "Mission"}  # the levels a refusal names
 OVERSPENDS_SHOWN = 50
 
 
@@ -132,7 +133,7 @@ def _overspend(record: CommandRecord) -> dict:
             "work_item_id": record.work_item_id,
             "attempted": [(LABELS[name], _amount(name, delta[name])) for name in
                           budgets.DIMENSIONS if not budgets.is_zero(_only(name, delta))],
-            "message": error["message"], "level": details.get("level"),
+            "message": error["message"], "level": LEVELS.get(details.get("level")),
             "level_id": details.get("id"),
             "dimension": LABELS.get(dimension, dimension),
             "budget": _amount(dimension, details["budget"]) if "budget" in details else None,

@@ -119,6 +119,40 @@ class ReasonForm(forms.Form):
         return {self.member: self.cleaned_data["reason"]}
 
 
+class GrantForm(forms.Form):
+    comment = forms.CharField(max_length=10000, required=False, label="Comment (optional)")
+
+    def body(self) -> dict:
+        comment = self.cleaned_data["comment"]
+        return {"comment": comment} if comment else {}
+
+
+class RefuseExecutionForm(ReasonForm):
+    reason = forms.CharField(max_length=10000, label="Why it may not run",
+                             widget=forms.Textarea(attrs={"rows": 2}))
+
+
+class RefuseApprovalForm(forms.Form):
+    """Why the final Approval is not given yet: for the Mission, and optionally per
+    WorkItem (one field each, in the Mission's order)."""
+    reason = forms.CharField(max_length=10000, label="Why not yet (for the Coordinator)",
+                             widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, items=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.item_ids = [item.id for item in items]
+        for index, item in enumerate(items):
+            self.fields[f"item_{index}"] = forms.CharField(
+                max_length=10000, required=False,
+                label=f"{item.id}: {item.contract['goal'][:80]} (optional)")
+
+    def body(self, mission_id: str) -> dict:
+        data = self.cleaned_data
+        per_item = [{"workItemId": item_id, "reason": data[f"item_{index}"]}
+                    for index, item_id in enumerate(self.item_ids) if data[f"item_{index}"]]
+        return {"missionId": mission_id, "reason": data["reason"], "workItems": per_item}
+
+
 class UnblockForm(ReasonForm):
     member = "resolution"
     reason = forms.CharField(max_length=10000, label="Resolution (what the worker needed)")

@@ -15,6 +15,6 @@ def group_log(request, viewer):
 def _before(value: str | None) -> int | None:
     """`?before=<sequence>`: the page of events below it; absent or not a number, the newest."""
     try:
-        return max(int(value), 0)
+        return min(max(int(value), 0), 2**62)  # within a bigint
     except (TypeError, ValueError):
         return None

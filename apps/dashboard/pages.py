@@ -1,6 +1,8 @@
 """What each page shows, read from the projections and the log (never written here).
 Each function takes a Viewer whose membership was checked, and reads that Group only."""
 
+from dataclasses import replace
+
 from apps.api import reads
 from apps.api.artifact_views import HASH
 from apps.api.views import audit_trail
@@ -14,7 +16,8 @@ from apps.work import store
 from mission_weave.core import dag, lifecycle, ranking, retries, state
 from mission_weave.protocol.errors import ProtocolError
 
-from . import contract_diff, conversation, graph, timeline
+from . import access, contract_diff, conversation, graph, timeline
+from . import inbox as inbox_rules
 from .access import NotFound, Viewer
 
 DECISIONS = ("work.verified", "work.failed")
@@ -86,11 +89,41 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
         parent = get_mission(viewer, mission.parent_mission_id)
     return {"mission": mission, "items": items, "graph": drawing, "cycle": cycle,
             "unfinished": unfinished, "approval": approval, "parent": parent,
+            "matrix": evidence_matrix(viewer, items),
+            "approval_blocked": approval_blocked(items),
             "children": child_missions(viewer, mission_id),
             "proposals": open_proposals(viewer, mission_id) if coordinates else [],
             "can_plan": coordinates,
             "can_end": active and (viewer.coordinates(mission) or viewer.owns(mission)),
             "can_approve": viewer.owns(mission) and active}
+
+
+def evidence_matrix(viewer: Viewer, items: list) -> list:
+    """Per WorkItem with a submission, per criterion: the worker's Evidence, the check,
+    the reviewer Evidence and the verdict for the submitted contract revision, and the
+    artifacts it cites with the review's hash verification."""
+    matrix = []
+    for item in items:
+        if not item.submission:
+            continue
+        integrity = {a["hash"]: a for a in
+                     ((item.review or {}).get("integrity") or {}).get("artifacts", [])}
+        artifacts = [{**a, "integrity": integrity.get(a["hash"])}
+                     for a in artifacts_of(viewer, item) if a["submitted"]]
+        matrix.append({"item": item, "criteria": criteria_rows(item), "artifacts": artifacts,
+                       "revision": item.submission.get("contractRevision"),
+                       "verdict": ((item.review or {}).get("evaluation") or {}).get("verdict")})
+    return matrix
+
+
+def approval_blocked(items: list) -> str | None:
+    """Why the final Approval would be refused now (core/commands/missions.py), or None."""
+    unfinished = [i.id for i in items if i.state not in (state.VERIFIED, state.CANCELLED)]
+    if unfinished:
+        return f"not every WorkItem is verified or cancelled yet: {', '.join(unfinished)}"
+    if not any(i.state == state.VERIFIED for i in items):
+        return "no WorkItem is verified: there is nothing to approve (fail or cancel instead)"
+    return None
 
 
 def work_item(viewer: Viewer, item_id: str) -> state.WorkItem:
@@ -165,7 +198,6 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
     review = item.review or {}
     evaluation = review.get("evaluation")
     submitted = item.state == state.SUBMITTED
-    risk = item.contract.get("risk", {})
     controls = coordinator_controls(viewer, mission, item)
     history = revisions(trail)
     return {
@@ -186,9 +218,36 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
         "can_raise": bool(viewer.roles - {"observer"}), "can_resolve": viewer.coordinates(mission),
         "can_decide": viewer.coordinates(mission) and submitted,
         "failing": overridden_by_acceptance(item, evaluation),
-        "can_grant": (viewer.owns(mission) and risk.get("requiresExecutionApproval")
-                      and not item.execution_approved and item.state in BEFORE_START),
+        "execution_card": execution_card(viewer, mission, item),
     }
+
+
+def execution_card(viewer: Viewer, mission: state.Mission, item: state.WorkItem) -> dict | None:
+    """For the MissionOwner of a risky WorkItem not yet approved: what will run, what
+    waits on it downstream, the budget at stake, and whether it can be decided now."""
+    risk = item.contract["risk"]
+    if not (viewer.owns(mission) and risk["requiresExecutionApproval"]
+            and not item.execution_approved and item.state in BEFORE_START):
+        return None
+    items = {i.id: i for i in items_of(viewer, mission.id)}
+    return {"risk": risk, "capabilities": item.contract.get("capabilities", []),
+            "allowed": item.contract.get("allowed", {}),
+            "budgets": item.contract.get("budgets", {}),
+            "downstream": [items[i] for i in downstream(item.id, items)],
+            "refusal": item.execution_refusal,
+            "decidable": lifecycle.allows(item.state, "approval.grant_execution")}
+
+
+def downstream(item_id: str, items: dict) -> list:
+    """The WorkItems that wait on `item_id`, directly or through others, in id order."""
+    waiting, frontier = set(), [item_id]
+    while frontier:
+        current = frontier.pop()
+        for other in items.values():
+            if current in other.depends_on and other.id not in waiting:
+                waiting.add(other.id)
+                frontier.append(other.id)
+    return sorted(waiting)
 
 
 def offer_blocked(viewer: Viewer, item: state.WorkItem) -> list:
@@ -353,3 +412,25 @@ def coordinator_controls(viewer: Viewer, mission: state.Mission, item: state.Wor
     allows["offer"] = allows["offer"] and not item.child_mission_id
     allows["child"] = allows["child"] and not item.child_mission_id
     return allows
+
+
+def inbox(user, now, group_id: str | None = None, mission_id: str | None = None) -> list:
+    """Everything waiting on `user` in their live memberships (inbox.py), oldest first."""
+    rows = []
+    for member in access.memberships(user):
+        if group_id and member.group_id != group_id:
+            continue
+        missions = work_models.Mission.objects.filter(group_id=member.group_id,
+                                                      state=state.MISSION_ACTIVE)
+        if mission_id:
+            missions = missions.filter(mission_id=mission_id)
+        by_mission = {r.mission_id: state.mission_from_doc(r.doc) for r in missions}
+        items = {}
+        for row in work_models.WorkItem.objects.filter(group_id=member.group_id,
+                                                       mission_id__in=list(by_mission)):
+            items.setdefault(row.mission_id, []).append(state.item_from_doc(row.doc))
+        for mission in by_mission.values():
+            rows += [replace(entry, group_id=member.group_id) for entry in inbox_rules.waiting(
+                mission, items.get(mission.id, []), member.principal, member.roles, now)]
+    return sorted(rows, key=lambda w: (w.since is None, w.since or now, w.group_id,
+                                       w.mission.id, w.item.id if w.item else ""))

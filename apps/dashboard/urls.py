@@ -21,6 +21,7 @@ urlpatterns = [
     path(f"{G}/missions/new", views.new_mission, name="new_mission"),
     path(f"{M}/", views.mission, name="mission"),
     path(f"{M}/approve", views.approve_mission, name="approve_mission"),
+    path(f"{M}/refuse-approval", views.refuse_approval, name="refuse_approval"),
     path(f"{M}/end", views.end_mission, name="end_mission"),
     path(f"{M}/edges", views.change_edge, name="change_edge"),
     path(f"{M}/work-items/new", views.new_item, name="new_item"),
@@ -37,5 +38,6 @@ urlpatterns = [
     path(f"{W}/accept", views.accept_result, name="accept_result"),
     path(f"{W}/fail", views.fail, name="fail"),
     path(f"{W}/grant-execution", views.grant_execution, name="grant_execution"),
+    path(f"{W}/refuse-execution", views.refuse_execution, name="refuse_execution"),
     path(f"{G}/artifacts/<id:name>/", views.artifact, name="artifact"),
 ]

@@ -42,8 +42,12 @@ def _render(request, viewer, template, context, status=200):
 
 @login_required
 def groups(request):
-    return render(request, "dashboard/groups.html",
-                  {"memberships": access.memberships(request.user)})
+    """The home page: what waits on this human ("Waiting on me") and their Groups."""
+    group_id, mission_id = request.GET.get("group") or None, request.GET.get("mission") or None
+    return render(request, "dashboard/groups.html", {
+        "memberships": access.memberships(request.user),
+        "waiting": pages.inbox(request.user, timezone.now(), group_id, mission_id),
+        "filter_group": group_id or "", "filter_mission": mission_id or ""})
 
 
 @member_page
@@ -67,7 +71,9 @@ def _mission(request, viewer, mission_id, refused=None, status=200, forms=None):
 
 def mission_forms(page: dict, bound: dict) -> dict:
     """The Mission page's forms, blank unless a refused POST left one bound."""
-    return {"end": bound.get("end") or forms.EndMissionForm(prefix="end")}
+    return {"end": bound.get("end") or forms.EndMissionForm(prefix="end"),
+            "refuse": bound.get("refuse") or forms.RefuseApprovalForm(prefix="refuse",
+                                                                      items=page["items"])}
 
 
 @member_page
@@ -87,7 +93,8 @@ def item_forms(viewer, page: dict, bound: dict) -> dict:
     """The WorkItem page's forms, blank unless a refused POST left one bound."""
     blank = {"offer": lambda prefix: forms.OfferForm(prefix=prefix, workers=pages.workers(viewer)),
              "preempt": forms.ReasonForm, "unblock": forms.UnblockForm, "cancel": forms.ReasonForm,
-             "child": forms.ChildMissionForm, "message": forms.MessageForm}
+             "child": forms.ChildMissionForm, "message": forms.MessageForm,
+             "grant": forms.GrantForm, "refuse": forms.RefuseExecutionForm}
     return {name: bound.get(name) or make(prefix=name) for name, make in blank.items()}
 
 
@@ -155,6 +162,9 @@ unblock = item_form_action("unblock", forms.UnblockForm, "work.unblock")
 cancel = item_form_action("cancel", forms.ReasonForm, "work.cancel")
 create_child = item_form_action("child", forms.ChildMissionForm, "mission.create_child")
 post_message = item_form_action("message", forms.MessageForm, "conversation.post")
+grant_execution = item_form_action("grant", forms.GrantForm, "approval.grant_execution")
+refuse_execution = item_form_action("refuse", forms.RefuseExecutionForm,
+                                    "approval.refuse_execution")
 
 
 @require_POST
@@ -177,19 +187,27 @@ def fail(request, viewer, item_id):
 
 @require_POST
 @member_page
-def grant_execution(request, viewer, item_id):
-    pages.work_item(viewer, item_id)
-    outcome = actions.grant_execution(viewer, item_id, _text(request, "comment"), timezone.now())
-    return _answer_on_item(request, viewer, item_id, outcome)
-
-
-@require_POST
-@member_page
 def approve_mission(request, viewer, mission_id):
     pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
     outcome = actions.approve_mission(viewer, mission_id, _text(request, "comment"),
                                       timezone.now())
     return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id, **e),
+                   "dashboard:mission", viewer.group_id, mission_id)
+
+
+@require_POST
+@member_page
+def refuse_approval(request, viewer, mission_id):
+    pages.get_mission(viewer, mission_id)
+    form = forms.RefuseApprovalForm(request.POST, prefix="refuse",
+                                    items=pages.items_of(viewer, mission_id))
+    if not form.is_valid():
+        return _mission(request, viewer, mission_id, forms={"refuse": form},
+                        refused=_invalid(form), status=400)
+    outcome = actions.send(viewer, "mission.refuse_approval", form.body(mission_id),
+                           timezone.now())
+    return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id,
+                                                          forms={"refuse": form}, **e),
                    "dashboard:mission", viewer.group_id, mission_id)
 
 

@@ -20,8 +20,10 @@
 (() => {
   const SIGNAL_ID = "mw-live-signal";
 
-  function seenSequence() {
-    return Number(document.body.dataset.sequence || 0);
+  // Per connection: a page may hold one per Group (the home page), each with its own
+  // sequence; a single-Group page starts from the head it was rendered at (body).
+  function seenSequence(socket) {
+    return Number(socket.dataset.sequence || document.body.dataset.sequence || 0);
   }
 
   function ids(value) {
@@ -83,10 +85,11 @@
     }
     event.preventDefault();
     const sequence = Number(signal.dataset.sequence);
-    if (!(sequence > seenSequence())) {
+    const socket = event.target;
+    if (!(sequence > seenSequence(socket))) {
       return; // the page already shows this (rendered at or after it)
     }
-    document.body.dataset.sequence = sequence;
+    socket.dataset.sequence = sequence;
     const regions = [...document.querySelectorAll("[data-live]")];
     refresh(regions.filter((region) => touches(region, signal)));
   });

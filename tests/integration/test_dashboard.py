@@ -339,7 +339,7 @@ def test_an_owner_grants_execution_approval(scenario):
 
     before = page(s.owner, item_url(s, item_id))
     response = s.owner.client.post(item_url(s, item_id, "grant-execution"),
-                                   {"comment": "backup verified"})
+                                   {"grant-comment": "backup verified"})
     event = last_event(s)
     after = page(s.owner, item_url(s, item_id))
 

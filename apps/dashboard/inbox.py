@@ -1,0 +1,96 @@
+""""Waiting on me": what a signed-in human has to decide, across their Groups, oldest first.
+
+`waiting(mission, items, principal, roles, now)` is pure: from a Mission and its
+WorkItems it says what waits on this principal, by the authority the pipeline applies
+(core/commands/authority.py): the MissionOwner decides execution approvals and the
+final Approval; the Mission's Coordinator (or a delegate) reviews results, unblocks,
+answers ambiguities and refusals, and re-offers work whose owner has gone.
+pages.inbox reads the user's memberships and their active Missions for it."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from mission_weave.core import fencing, lifecycle, state
+from mission_weave.core.commands import authority
+from mission_weave.protocol.timefmt import parse_time
+
+DONE = (state.VERIFIED, state.CANCELLED)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    kind: str  # a short key: execution-approval, final-approval, review, ...
+    what: str  # a sentence saying what is to be decided
+    mission: state.Mission
+    item: state.WorkItem | None
+    since: datetime | None
+    group_id: str = ""  # filled in by pages.inbox, which knows the membership
+
+
+def waiting(mission: state.Mission, items: list, principal: str, roles, now) -> list:
+    """What in this active Mission waits on `principal` with `roles` in its Group."""
+    found = []
+    if "owner" in roles and principal == mission.owner_id and principal.startswith("user:"):
+        found += _owners(mission, items)
+    if "coordinator" in roles and principal in authority.coordinators(mission):
+        found += _coordinators(mission, items, now)
+    return found
+
+
+def _owners(mission, items) -> list:
+    found = []
+    for item in items:
+        risk = item.contract["risk"]
+        if (risk["requiresExecutionApproval"] and not item.execution_approved
+                and item.execution_refusal is None
+                and lifecycle.allows(item.state, "approval.grant_execution")):
+            found.append(Waiting("execution-approval",
+                                 f"Execution approval for a {risk['class']}-risk WorkItem",
+                                 mission, item, item.updated_at))
+    if items and all(i.state in DONE for i in items) and \
+            any(i.state == state.VERIFIED for i in items):
+        found.append(Waiting("final-approval", "Final Approval: every WorkItem is done",
+                             mission, None, max(i.updated_at for i in items if i.updated_at)))
+    return found
+
+
+def _coordinators(mission, items, now) -> list:
+    found = []
+    refusal = mission.approval_refusal
+    if refusal is not None:
+        found.append(Waiting("approval-refused",
+                             f"{refusal['by']} refused the final Approval: {refusal['reason']}",
+                             mission, None, parse_time(refusal["at"])))
+    for item in items:
+        for kind, what, since in _item_decisions(item, now):
+            found.append(Waiting(kind, what, mission, item, since))
+    return found
+
+
+def _item_decisions(item: state.WorkItem, now) -> list:
+    """(kind, what, since) for each decision the Coordinator owes this WorkItem."""
+    found = []
+    since = item.updated_at
+    if item.state == state.SUBMITTED:
+        at = (item.submission or {}).get("at")
+        found.append(("review", "Review the submitted result", parse_time(at) if at else since))
+    if item.state == state.BLOCKED and not item.child_mission_id:
+        found.append(("unblock", f"Blocked: the worker needs “{item.required_resolution}”",
+                      since))
+    if item.open_ambiguities:
+        found.append(("ambiguity", "An ambiguity is open: acceptance is blocked", since))
+    if item.execution_refusal is not None:
+        refusal = item.execution_refusal
+        found.append(("execution-refused",
+                      f"{refusal['by']} refused execution: {refusal['reason']}",
+                      parse_time(refusal["at"])))
+    if item.state == state.FAILED and not item.retry_at:
+        found.append(("re-offer", "Failed: offer it again or cancel it", since))
+    elif item.state == state.OPEN and item.last_owner:
+        found.append(("re-offer", f"Its owner {item.last_owner} is gone: offer it again",
+                      since))
+    elif item.state in (state.QUEUED, state.ACTIVE) and item.owner \
+            and not fencing.owner_is_live(item, now):
+        found.append(("re-offer", f"Its owner {item.owner} missed its deadline: offer it "
+                      "again", since))
+    return found
