@@ -16,7 +16,7 @@ from apps.work import store
 from mission_weave.core import dag, lifecycle, ranking, retries, state
 from mission_weave.protocol.errors import ProtocolError
 
-from . import access, contract_diff, conversation, graph, timeline
+from . import access, budgets, contract_diff, conversation, graph, timeline
 from . import inbox as inbox_rules
 from .access import NotFound, Viewer
 
@@ -90,6 +90,7 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
     return {"mission": mission, "items": items, "graph": drawing, "cycle": cycle,
             "unfinished": unfinished, "approval": approval, "parent": parent,
             "matrix": evidence_matrix(viewer, items),
+            **budgets.mission_budgets(viewer.group_id, mission),
             "approval_blocked": approval_blocked(items),
             "children": child_missions(viewer, mission_id),
             "proposals": open_proposals(viewer, mission_id) if coordinates else [],
@@ -159,8 +160,13 @@ def criteria_rows(item: state.WorkItem) -> list:
     evaluation = {c["id"]: c for c in (review.get("evaluation") or {}).get("criteria", [])}
     reviewer = {e["id"]: e for e in review.get("reviewerEvidence", [])}
     rows = []
+    decided = item.state != state.SUBMITTED  # verified or failed: no one awaits Evidence now
     for criterion in item.contract["acceptanceCriteria"]:
         judged = evaluation.get(criterion["id"])
+        basis = judged["basis"] if judged else "not evaluated yet"
+        if decided and (not judged or judged["verdict"] == "pending"):
+            basis = (f"not decided by the review: the submission was {item.state} before "
+                     "a reviewer gave Evidence (see the decision above)")
         rows.append({
             "criterion": criterion,
             "submitted": [e for e in submission.get("evidence", [])
@@ -169,7 +175,7 @@ def criteria_rows(item: state.WorkItem) -> list:
                          if i in reviewer],
             "check": (judged or {}).get("check"),
             "verdict": judged["verdict"] if judged else "pending",
-            "basis": judged["basis"] if judged else "not evaluated yet",
+            "basis": basis,
             "decided_by": (judged or {}).get("decidedBy"),
         })
     return rows
@@ -219,6 +225,7 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
         "can_decide": viewer.coordinates(mission) and submitted,
         "failing": overridden_by_acceptance(item, evaluation),
         "execution_card": execution_card(viewer, mission, item),
+        **budgets.item_budgets(viewer.group_id, item),
     }
 
 

@@ -29,7 +29,11 @@ async def handle(ctx) -> dict | None:
             f"`{ctx.mission_id}`.\n\nInputs: {', '.join(inputs) or 'none'}.\n").encode()
     artifacts = []
     try:
-        artifacts.append(await ctx.publish_artifact(text, "text/markdown"))
+        # The contract asks that the deliverable cite its inputs (check:sources-present):
+        # a note of what it was made from is published too, and the deliverable names it.
+        notes = f"Made for {ctx.work_item_id} from: {', '.join(inputs) or 'the goal'}\n"
+        source = await ctx.publish_artifact(notes.encode(), "text/plain")
+        artifacts.append(await ctx.publish_artifact(text, "text/markdown", sources=[source]))
     except ApiError as error:  # a server without the artifact store: Evidence alone
         log.info("no artifact for %s: %s", ctx.work_item_id, error.code)
     evidence = []
