@@ -182,3 +182,30 @@ def test_a_member_of_another_group_sees_none_of_it(scenario):
 
     assert waiting_rows(other.owner.client) == []
     assert s.world.group.id not in html_of(other.owner.client.get("/"))
+
+
+def test_the_coordinator_is_waited_on_for_reviews_blocks_ambiguities_and_reoffers(scenario):
+    s = scenario
+    hc = human_coordinator(s)
+    to_review = s.running(s.w1)[0]
+    s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [s.deliver(to_review)],
+                            "evidence": [evidence(["ac1", "ac2"])]},
+            **s.lease_fields(to_review))
+    blocked, _ = s.running(s.w2)
+    s.w2.ok("work.block", {"checkpoint": {"progress": {"phase": "draft"}},
+                           "requiredResolution": "the archive password"},
+            **s.lease_fields(blocked))
+    unclear = s.authorize(goal="Unclear")
+    s.w1.ok("conversation.post", {"kind": "ambiguity", "text": "Which archive?"},
+            workItemId=unclear)
+    failed, _ = s.running(s.w1)
+    s.w1.ok("work.fail", {"evidence": [evidence(["ac1"], result="fail: crashed")],
+                          "reason": "crashed", "permanent": True}, **s.lease_fields(failed))
+
+    rows = {(kind, item) for kind, _, item in waiting_rows(hc.client)}
+    owner_rows = waiting_rows(s.owner.client)
+
+    assert {("review", to_review), ("unblock", blocked), ("ambiguity", unclear),
+            ("re-offer", failed)} <= rows
+    assert "the archive password" in html_of(hc.client.get("/"))
+    assert owner_rows == []  # none of these is the MissionOwner's to decide
