@@ -15,6 +15,10 @@ from mission_weave.core.commands import authority
 from mission_weave.protocol.timefmt import parse_time
 
 DONE = (state.VERIFIED, state.CANCELLED)
+# Where on its page each decision is taken (the section's id).
+ANCHORS = {"execution-approval": "execution-approval", "final-approval": "final-approval",
+           "approval-refused": "plan", "review": "decide", "unblock": "steer",
+           "ambiguity": "conversation", "execution-refused": "steer", "re-offer": "steer"}
 
 
 @dataclass(frozen=True)
@@ -25,6 +29,10 @@ class Waiting:
     item: state.WorkItem | None
     since: datetime | None
     group_id: str = ""  # filled in by pages.inbox, which knows the membership
+
+    @property
+    def anchor(self) -> str:
+        return ANCHORS[self.kind]
 
 
 def waiting(mission: state.Mission, items: list, principal: str, roles, now) -> list:

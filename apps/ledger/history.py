@@ -32,8 +32,11 @@ def _both(group_id: str, condition: str, params: list, limit: int | None = None)
     """Rows of both tables matching `condition`, in sequence order. One statement, so one
     snapshot of the database: an event being moved is seen once, in one table or the
     other, never in neither."""
-    sql = (f"SELECT {SELECT} FROM {ARCHIVE} WHERE group_id = %s AND {condition} "
-           f"UNION ALL SELECT {SELECT} FROM {EVENTS} WHERE group_id = %s AND {condition} "
+    # With a limit, each branch is ordered and limited on its own as well, so that each
+    # reads its (group, sequence) index instead of the whole Group being sorted.
+    cap = f" ORDER BY 2 LIMIT {int(limit)}" if limit is not None else ""
+    sql = (f"(SELECT {SELECT} FROM {ARCHIVE} WHERE group_id = %s AND {condition}{cap}) "
+           f"UNION ALL (SELECT {SELECT} FROM {EVENTS} WHERE group_id = %s AND {condition}{cap}) "
            f"ORDER BY 2" + (f" LIMIT {int(limit)}" if limit is not None else ""))
     return db.fetch(sql, [group_id, *params, group_id, *params])
 
