@@ -119,6 +119,14 @@ class ReasonForm(forms.Form):
         return {self.member: self.cleaned_data["reason"]}
 
 
+class PreemptForm(ReasonForm):
+    reason = forms.CharField(max_length=10000, label="Why preempt it (the worker sees this)")
+
+
+class CancelForm(ReasonForm):
+    reason = forms.CharField(max_length=10000, label="Why cancel it (recorded; this is final)")
+
+
 class GrantForm(forms.Form):
     comment = forms.CharField(max_length=10000, required=False, label="Comment (optional)")
 

@@ -92,8 +92,9 @@ def _work_item(request, viewer, item_id, refused=None, status=200, forms=None):
 def item_forms(viewer, page: dict, bound: dict) -> dict:
     """The WorkItem page's forms, blank unless a refused POST left one bound."""
     blank = {"offer": lambda prefix: forms.OfferForm(prefix=prefix, workers=pages.workers(viewer)),
-             "preempt": forms.ReasonForm, "unblock": forms.UnblockForm, "cancel": forms.ReasonForm,
-             "child": forms.ChildMissionForm, "message": forms.MessageForm,
+             "preempt": forms.PreemptForm, "unblock": forms.UnblockForm,
+             "cancel": forms.CancelForm, "child": forms.ChildMissionForm,
+             "message": forms.MessageForm,
              "grant": forms.GrantForm, "refuse": forms.RefuseExecutionForm}
     return {name: bound.get(name) or make(prefix=name) for name, make in blank.items()}
 
@@ -157,9 +158,9 @@ def item_form_action(form_name: str, form_class, command: str, **form_kwargs):
 
 offer = item_form_action("offer", forms.OfferForm, "work.offer",
                          workers=pages.workers)
-preempt = item_form_action("preempt", forms.ReasonForm, "work.request_preemption")
+preempt = item_form_action("preempt", forms.PreemptForm, "work.request_preemption")
 unblock = item_form_action("unblock", forms.UnblockForm, "work.unblock")
-cancel = item_form_action("cancel", forms.ReasonForm, "work.cancel")
+cancel = item_form_action("cancel", forms.CancelForm, "work.cancel")
 create_child = item_form_action("child", forms.ChildMissionForm, "mission.create_child")
 post_message = item_form_action("message", forms.MessageForm, "conversation.post")
 grant_execution = item_form_action("grant", forms.GrantForm, "approval.grant_execution")
@@ -248,8 +249,17 @@ def change_edge(request, viewer, mission_id):
                    "dashboard:mission", viewer.group_id, mission_id)
 
 
+def forbidden(request, viewer, why: str):
+    """A form page this viewer could not use: said at once, rather than on sending."""
+    return _render(request, viewer, "dashboard/forbidden.html",
+                   {"refused": {"code": "FORBIDDEN", "message": why, "details": {}}}, 403)
+
+
 @member_page
 def new_mission(request, viewer):
+    if not (viewer.is_coordinator or viewer.is_owner):
+        return forbidden(request, viewer, "creating a Mission takes the coordinator or the "
+                                          "owner role in this Group")
     choices = {"owners": pages.principals_with(viewer, "owner", humans_only=True),
                "coordinators": pages.principals_with(viewer, "coordinator")}
     form = forms.MissionForm(request.POST or None, **choices,
@@ -277,6 +287,9 @@ def _contract_page(request, viewer, mission, *, title, command, body_of, contrac
     """GET: the contract form (from `contract`); POST: `command` with body_of(contract).
     INVALID_CONTRACT and the other refusals are shown beside the field they name, with
     everything typed kept."""
+    if not viewer.coordinates(mission):
+        return forbidden(request, viewer, f"the contracts of Mission {mission.id} are its "
+                                          "Coordinator's (or a delegate's) to write")
     choices = [(i.id, f"{i.id}: {i.contract['goal'][:60]}")
                for i in pages.items_of(viewer, mission.id) if i.id != exclude]
     refused, status = None, 200

@@ -45,7 +45,11 @@
       return field.checked !== field.defaultChecked;
     }
     if (field.tagName === "SELECT") {
-      return [...field.options].some((option) => option.selected !== option.defaultSelected);
+      const options = [...field.options];
+      if (!field.multiple && !options.some((option) => option.defaultSelected)) {
+        return field.selectedIndex > 0; // with nothing marked, the first is the default
+      }
+      return options.some((option) => option.selected !== option.defaultSelected);
     }
     return field.value !== field.defaultValue;
   }
@@ -74,6 +78,13 @@
     }
   }
 
+  // A page being left (a form sent, a link followed) refreshes nothing more: its
+  // requests would only race the next page's (and take its one-time messages).
+  let leaving = false;
+  window.addEventListener("submit", () => { leaving = true; });
+  window.addEventListener("pagehide", () => { leaving = true; });
+  window.addEventListener("pageshow", () => { leaving = false; });
+
   // The signal is read here and its swap cancelled: nothing in the page is replaced,
   // so the page needs no #mw-live-signal element. Other frames go to htmx as usual.
   document.addEventListener("htmx:wsBeforeMessage", (event) => {
@@ -84,6 +95,9 @@
       return;
     }
     event.preventDefault();
+    if (leaving) {
+      return;
+    }
     const sequence = Number(signal.dataset.sequence);
     const socket = event.target;
     if (!(sequence > seenSequence(socket))) {

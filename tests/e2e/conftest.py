@@ -17,7 +17,6 @@ as <test>-<nn>-<name>.png: one after every document load (named after its path),
 for each explicit `shot(page, name)`, and one of every page still open when the test
 ends (`-final`, failed or not)."""
 
-import json
 import os
 import re
 import shutil
@@ -96,30 +95,54 @@ def screenshot_dir(tmp_path_factory) -> Path:
 
 
 class Shots:
-    """`shot(page, name)`: a full-page PNG <test>-<nn>-<name>.png; returns its path."""
+    """`shot(page, name)`: a full-page PNG <test>-<nn>-<name>.png; returns its path.
+
+    Every document load is photographed too, named after its path (…/missions/m1/ ->
+    missions-m1). The load handler only notes the page: Playwright runs handlers inside
+    the test's next call to it, where a screenshot would interleave with navigations. The
+    noted pages are photographed by `flush()`, which the navigation helpers below
+    (`go`, `follow`, `submit`, `sign_in`), every explicit shot and the test's end call."""
 
     def __init__(self, folder: Path, test: str):
-        self.folder, self.test, self.count = folder, _slug(test, 80), 0
+        self.folder, self.test, self.count = folder, _slug(test, 120), 0
         self.taken: list[Path] = []
+        self.loaded: list = []  # pages with a load not photographed yet
+        self.documents: dict = {}  # page -> the document photographed last (timeOrigin)
 
     def __call__(self, page, name: str) -> Path | None:
+        self.flush()
+        return self._take(page, name)
+
+    def _take(self, page, name: str) -> Path | None:
         self.count += 1
         path = self.folder / f"{self.test}-{self.count:02d}-{_slug(name, 60)}.png"
         try:
             page.screenshot(path=str(path), full_page=True)
-        except Exception:  # the page navigated or closed meanwhile: nothing to keep
+        except Exception:  # the page closed meanwhile: nothing to keep
             return None
         self.taken.append(path)
         return path
 
     def on_load(self, page) -> None:
-        """A document loaded: its screenshot, named after its path (…/missions/m1/ ->
-        missions-m1). Playwright runs this during the test's next call to it."""
-        path = urlsplit(page.url).path.strip("/")
-        if re.fullmatch(r"g/[^/]+", path):
-            path = "group"
-        path = re.sub(r"^g/[^/]+/", "", path) or "groups"
-        self(page, path.replace("/", "-"))
+        if page not in self.loaded:
+            self.loaded.append(page)
+
+    def flush(self) -> None:
+        pending, self.loaded = self.loaded, []
+        for page in pending:
+            if page.is_closed():
+                continue
+            document = page.evaluate("performance.timeOrigin")
+            if self.documents.get(page) != document:  # each document once
+                self.documents[page] = document
+                self._take(page, page_name(page.url))
+
+
+def page_name(url: str) -> str:
+    path = urlsplit(url).path.strip("/")
+    if re.fullmatch(r"g/[^/]+", path):
+        return "group"
+    return (re.sub(r"^g/[^/]+/", "", path) or "groups").replace("/", "-")
 
 
 def _slug(text: str, limit: int) -> str:
@@ -137,6 +160,7 @@ def context(browser, shot):
     confirmation dialogs and is photographed after each load, and when the test ends."""
     ctx = browser.new_context(viewport=VIEWPORT)
     ctx.set_default_timeout(10_000)
+    ctx.mw_shots = shot  # for the navigation helpers below
 
     def opened(page):
         page.on("dialog", lambda dialog: dialog.accept())
@@ -153,13 +177,45 @@ def page(context):
     return context.new_page()
 
 
+def _loaded(page) -> None:
+    """The page's new document has loaded: photograph it (and any other noted page)."""
+    shots = getattr(page.context, "mw_shots", None)
+    if shots is not None:
+        shots.on_load(page)  # its load event may not have been dispatched yet
+        shots.flush()
+
+
+def go(page, url: str) -> None:
+    page.goto(url)
+    _loaded(page)
+
+
+def follow(page, selector: str) -> None:
+    """Click a link and wait for the page it leads to."""
+    with page.expect_navigation(wait_until="load"):
+        page.click(selector)
+    _loaded(page)
+
+
+def submit(page, button: str) -> None:
+    """Click a form's submit button and wait for the page it leads to (the redirect's)."""
+    with page.expect_navigation(wait_until="load"):
+        page.click(button)
+    _loaded(page)
+
+
+def reload(page) -> None:
+    page.reload()
+    _loaded(page)
+
+
 def sign_in(page, base_url: str, username: str, password: str = PASSWORD) -> None:
     """Through the login form, as a person does; lands on the Group list."""
-    page.goto(f"{base_url}/login/")
+    go(page, f"{base_url}/login/")
     page.fill("input[name=username]", username)
     page.fill("input[name=password]", password)
-    page.click("form.login button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
+    submit(page, "form.login button[type=submit]")
+    assert urlsplit(page.url).path == "/", page.url
 
 
 def marker(page) -> None:
@@ -325,5 +381,4 @@ def presence_of(agent_id: str) -> dict | None:
     """The agent's last Presence report, as the server stored it (None before the first)."""
     from apps.identity.models import Presence
 
-    row = Presence.objects.filter(agent_id=agent_id).values("status", "available_slots").first()
-    return json.loads(json.dumps(row)) if row else None
+    return Presence.objects.filter(agent_id=agent_id).values("status", "available_slots").first()

@@ -63,12 +63,17 @@ def test_a_refused_mission_keeps_what_was_typed_and_changes_nothing(coordinated)
 
     refused = observer.client.post(f"/g/{s.world.group.id}/missions/new", {
         "title": "Not mine to plan", "owner": s.owner.principal, "coordinator": hc.principal})
+    taken = hc.client.post(f"/g/{s.world.group.id}/missions/new", {
+        "title": "Under a taken id", "mission_id": s.mission_id, "owner": s.owner.principal,
+        "coordinator": hc.principal})
     invalid = hc.client.post(f"/g/{s.world.group.id}/missions/new", {
         "title": "Typed by hand", "owner": "user:nobody", "coordinator": hc.principal,
         "budget_tokens": "many"})
 
     assert refused.status_code == 403 and refusal_code(refused) == "FORBIDDEN"
-    assert "Not mine to plan" in html_of(refused) and "Nothing changed" in html_of(refused)
+    assert "Nothing changed" in html_of(refused)
+    assert taken.status_code in (400, 409) and refusal_code(taken)
+    assert 'value="Under a taken id"' in html_of(taken)
     assert invalid.status_code == 400 and "Typed by hand" in html_of(invalid)
     assert "Enter a whole number" in html_of(invalid)
     assert s.world.head == head
