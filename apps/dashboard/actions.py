@@ -88,12 +88,6 @@ def approve_mission(viewer: Viewer, mission_id: str, comment: str, now: datetime
     return send(viewer, "mission.approve", body, now)
 
 
-def end_mission(viewer: Viewer, mission_id: str, how: str, reason: str,
-                now: datetime) -> Outcome:
-    """mission.fail or mission.cancel (`how`), which ends every unfinished WorkItem."""
-    return send(viewer, f"mission.{how}", {"missionId": mission_id, "reason": reason}, now)
-
-
 def with_dependencies(contract: dict, depends_on: list) -> dict:
     """The same contract with another dependency list (an edge added or removed)."""
     dependencies = {**contract.get("dependencies", {}), "workItems": list(depends_on)}

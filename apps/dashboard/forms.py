@@ -154,6 +154,9 @@ class RefuseApprovalForm(forms.Form):
                 max_length=10000, required=False,
                 label=f"{item.id}: {item.contract['goal'][:80]} (optional)")
 
+    def command(self) -> str:
+        return "mission.refuse_approval"
+
     def body(self, mission_id: str) -> dict:
         data = self.cleaned_data
         per_item = [{"workItemId": item_id, "reason": data[f"item_{index}"]}
@@ -166,10 +169,20 @@ class UnblockForm(ReasonForm):
     reason = forms.CharField(max_length=10000, label="Resolution (what the worker needed)")
 
 
-class EndMissionForm(ReasonForm):
+class EndMissionForm(forms.Form):
+    reason = forms.CharField(max_length=10000, label="Why end it (recorded)")
     how = forms.ChoiceField(choices=[("cancel", "Cancel it (no longer wanted)"),
                                      ("fail", "Fail it (it cannot succeed)")], initial="cancel",
                             widget=forms.RadioSelect, label="End the Mission")
+
+    def __init__(self, *args, items=(), **kwargs):
+        super().__init__(*args, **kwargs)  # its unfinished `items` are listed by the page
+
+    def command(self) -> str:
+        return f"mission.{self.cleaned_data['how']}"  # ends every unfinished WorkItem too
+
+    def body(self, mission_id: str) -> dict:
+        return {"missionId": mission_id, "reason": self.cleaned_data["reason"]}
 
 
 class MessageForm(forms.Form):

@@ -66,8 +66,10 @@ def _coordinators(mission, items, now) -> list:
     found = []
     refusal = mission.approval_refusal
     if refusal is not None:
-        found.append(Waiting("approval-refused",
-                             f"{refusal['by']} refused the final Approval: {refusal['reason']}",
+        per_item = "".join(f"; {entry['workItemId']}: {entry['reason']}"
+                           for entry in refusal["workItems"])
+        found.append(Waiting("approval-refused", f"{refusal['by']} refused the final "
+                             f"Approval: {refusal['reason']}{per_item}",
                              mission, None, parse_time(refusal["at"])))
     for item in items:
         for kind, what, since in _item_decisions(item, now):

@@ -71,7 +71,7 @@ def _mission(request, viewer, mission_id, refused=None, status=200, forms=None):
 
 def mission_forms(page: dict, bound: dict) -> dict:
     """The Mission page's forms, blank unless a refused POST left one bound."""
-    return {"end": bound.get("end") or forms.EndMissionForm(prefix="end"),
+    return {"end": bound.get("end") or forms.EndMissionForm(prefix="end", items=page["items"]),
             "refuse": bound.get("refuse") or forms.RefuseApprovalForm(prefix="refuse",
                                                                       items=page["items"])}
 
@@ -196,35 +196,30 @@ def approve_mission(request, viewer, mission_id):
                    "dashboard:mission", viewer.group_id, mission_id)
 
 
-@require_POST
-@member_page
-def refuse_approval(request, viewer, mission_id):
-    pages.get_mission(viewer, mission_id)
-    form = forms.RefuseApprovalForm(request.POST, prefix="refuse",
-                                    items=pages.items_of(viewer, mission_id))
-    if not form.is_valid():
-        return _mission(request, viewer, mission_id, forms={"refuse": form},
-                        refused=_invalid(form), status=400)
-    outcome = actions.send(viewer, "mission.refuse_approval", form.body(mission_id),
-                           timezone.now())
-    return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id,
-                                                          forms={"refuse": form}, **e),
-                   "dashboard:mission", viewer.group_id, mission_id)
+def mission_form_action(form_name: str, form_class):
+    """A Mission page action: a form whose `command()` and `body(mission_id)` are one
+    command on the Mission. An invalid form or a refusal shows the page again as typed."""
+    @require_POST
+    @member_page
+    def act(request, viewer, mission_id):
+        pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
+        form = form_class(request.POST, prefix=form_name,
+                          items=pages.items_of(viewer, mission_id))
+
+        def again(**refusal):
+            return _mission(request, viewer, mission_id, forms={form_name: form}, **refusal)
+
+        if not form.is_valid():
+            return again(refused=_invalid(form), status=400)
+        outcome = actions.send(viewer, form.command(), form.body(mission_id), timezone.now())
+        return _answer(request, outcome, again, "dashboard:mission", viewer.group_id,
+                       mission_id)
+    act.__name__ = form_name
+    return act
 
 
-@require_POST
-@member_page
-def end_mission(request, viewer, mission_id):
-    pages.get_mission(viewer, mission_id)
-    form = forms.EndMissionForm(request.POST, prefix="end")
-    if not form.is_valid():
-        return _mission(request, viewer, mission_id, forms={"end": form},
-                        refused=_invalid(form), status=400)
-    outcome = actions.end_mission(viewer, mission_id, form.cleaned_data["how"],
-                                  form.cleaned_data["reason"], timezone.now())
-    return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id,
-                                                          forms={"end": form}, **e),
-                   "dashboard:mission", viewer.group_id, mission_id)
+refuse_approval = mission_form_action("refuse", forms.RefuseApprovalForm)
+end_mission = mission_form_action("end", forms.EndMissionForm)
 
 
 @require_POST

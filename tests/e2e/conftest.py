@@ -209,6 +209,10 @@ def reload(page) -> None:
     _loaded(page)
 
 
+def g_url(server, group_id: str, path: str = "") -> str:
+    return f"{server.url}/g/{group_id}/{path}"
+
+
 def sign_in(page, base_url: str, username: str, password: str = PASSWORD) -> None:
     """Through the login form, as a person does; lands on the Group list."""
     go(page, f"{base_url}/login/")
@@ -252,7 +256,10 @@ def authority_env(django_db_setup) -> dict:
     return {"MW_AUTHORITY_KEY": canonical.private_key_b64url(authority.private_key())}
 
 
-@pytest.fixture(scope="session")
+# Package-scoped: the server and the Celery worker work on the test database, so they
+# must be gone before the rest of the suite runs (a review task of a later test would
+# otherwise be taken by this worker).
+@pytest.fixture(scope="package")
 def asgi_server(django_db_setup, django_db_blocker, mw_data_dir, authority_env) -> LiveServer:
     """`mission_weave.serve` (daphne, HTTP and WebSockets) on the test database with Redis,
     as tests/integration/wslive.py live_server() runs it, serving the static files too
@@ -266,7 +273,7 @@ def asgi_server(django_db_setup, django_db_blocker, mw_data_dir, authority_env) 
         yield LiveServer(f"http://127.0.0.1:{port}", port, mw_data_dir, env)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def review_worker(asgi_server, authority_env):
     """A real Celery worker (tests/integration/celery_worker.py) taking the review tasks the
     server schedules through Redis, on the server's blobs."""

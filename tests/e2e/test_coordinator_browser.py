@@ -14,6 +14,7 @@ from apps.ledger.models import Event, Group
 from apps.work.models import WorkItem
 from tests.e2e.conftest import (
     follow,
+    g_url,
     go,
     marker,
     presence_of,
@@ -46,10 +47,6 @@ def head(group_id: str) -> int:
 
 def item_doc(group_id: str, item_id: str) -> dict:
     return WorkItem.objects.get(group_id=group_id, work_item_id=item_id).doc
-
-
-def g_url(server, group_id: str, path: str = "") -> str:
-    return f"{server.url}/g/{group_id}/{path}"
 
 
 def flash(page, recorded: str) -> None:
@@ -603,3 +600,41 @@ def _no_broken_words(broken: list) -> None:
 
 def _scrolls(box: dict) -> None:
     assert box["scrollWidth"] > box["clientWidth"], f"the table is squeezed into its box: {box}"
+
+
+# --- 6. a dropped connection -------------------------------------------------------------------
+
+def test_a_dropped_connection_is_said_and_caught_up_when_it_is_back(asgi_server, page, shot):
+    s = Scenario()
+    coordinator = human_coordinated(s)
+    s.authorize(goal="Planned before the outage")
+    status = page.locator("#live-status")
+    # The page's WebSocket goes through Playwright, which can drop it as a network would
+    # (1011, which the htmx extension reconnects after) and refuse reconnections meanwhile.
+    outage, live = {"on": False}, []
+
+    def route(socket):
+        if outage["on"]:
+            socket.close(code=1011, reason="outage")
+        else:
+            socket.connect_to_server()
+            live.append(socket)
+
+    page.route_web_socket(re.compile(r"/ws/dashboard/"), route)
+    sign_in(page, asgi_server.url, coordinator.name)
+    go(page, g_url(asgi_server, s.world.group.id, f"missions/{s.mission_id}/"))
+    expect(status).to_be_hidden()
+    marker(page)
+    outage["on"] = True
+    live[-1].close(code=1011, reason="outage")
+    expect(status).to_contain_text("Live updates paused: reconnecting", timeout=LIVE)
+    shot(page, "offline")
+    added = s.authorize(goal="Added while the page was offline")
+    outage["on"] = False
+
+    # The extension retries with a growing delay (at most a few seconds this early).
+    expect(page.locator(f"#work-items tr[data-item='{added}']")).to_contain_text(
+        "Added while the page was offline", timeout=2 * LIVE)
+    expect(status).to_be_hidden()
+    assert still_marked(page)  # caught up without a reload
+    shot(page, "caught-up")

@@ -171,7 +171,8 @@ def test_refusing_the_approval_reaches_the_coordinator_and_keeps_the_mission_ope
     assert event.type == "mission.approval_refused"
     assert event.data["workItems"] == [{"workItemId": item_id, "reason": "cite the sources"}]
     assert ("approval-refused", s.mission_id, None) in rows
-    assert "refused the final Approval: the summary misses Q4" in home
+    assert f"refused the final Approval: the summary misses Q4; {item_id}: cite the sources" \
+        in home
     assert 'id="mission-state">active<' in mission_page
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from apps.ledger.models import Event
 from tests.integration.test_dashboard import human_coordinator, item_url, last_event, mission_url
-from tests.support import Scenario, evidence
+from tests.support import Scenario, contract, evidence
 
 pytestmark = pytest.mark.django_db
 
@@ -404,3 +404,46 @@ def hc_user(actor):
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.get(username=actor.name)
+
+
+# --- the contract form against the pipeline ----------------------------------------------------
+
+def test_an_invalid_contract_is_refused_beside_the_field_it_names(coordinated):
+    s, hc = coordinated
+    url = mission_url(s, "work-items/new")
+    data = form_data(html_of(hc.client.get(url)), "contract-form")
+    data.update({"goal": "Summarize the report", "deliverables-0-id": "summary",
+                 "deliverables-0-description": "The summary",
+                 "deliverables-0-schema": '{"type": "no-such-type"}',
+                 "acceptanceCriteria-0-id": "ac1",
+                 "acceptanceCriteria-0-description": "Covers it"})
+    head = s.world.head
+
+    refused = hc.client.post(url, data)
+    page = html_of(refused)
+
+    assert refused.status_code == 400 and refusal_code(refused) == "INVALID_CONTRACT"
+    beside = re.search(r'<p class="field-error" id="([^"]+)-error">([^<]+)</p>', page)
+    assert beside and "deliverables-0-schema" in beside.group(1), beside
+    assert "Summarize the report" in page  # what was typed stays
+    assert s.world.head == head
+
+
+def test_a_proposal_is_listed_with_its_proposer_and_authorized_from_the_form(coordinated):
+    s, hc = coordinated
+    proposed = s.w1.ok("work.propose", {"missionId": s.mission_id,
+                                        "contract": contract(goal="Check the figures")})
+    proposal_id = proposed[0]["data"]["proposalId"]
+
+    page = html_of(hc.client.get(mission_url(s)))
+    row = re.search(rf'<tr data-proposal="{proposal_id}">(.*?)</tr>', page, re.S).group(1)
+    url = mission_url(s, f"proposals/{proposal_id}/authorize")
+    data = form_data(html_of(hc.client.get(url)), "contract-form")
+    authorized = hc.client.post(url, data)
+
+    assert "Check the figures" in row and s.w1.principal in row
+    assert authorized.status_code == 302, html_of(authorized)[-2000:]
+    event = last_event(s)
+    assert (event.type, event.data["proposalId"]) == ("work.authorized", proposal_id)
+    assert event.data["contract"]["goal"] == "Check the figures"
+    assert f'data-proposal="{proposal_id}"' not in html_of(hc.client.get(mission_url(s)))

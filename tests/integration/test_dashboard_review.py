@@ -113,3 +113,19 @@ def test_accepting_a_failed_review_needs_a_reason_and_records_the_override(trans
     assert "criteria overridden by the decision's own Evidence: ac1, ac2" in decided
     assert "pass: 900 words was agreed by mail" in decided
     assert verify_group(s.world.group.id) == []
+
+
+def test_after_a_failure_no_criterion_says_it_awaits_reviewer_evidence(transactional_db, eager):
+    s = Scenario()
+    coordinator = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
+    s.coordinated_by(coordinator)
+    item_id, _ = submitted_json(s, {"title": "Q3 summary", "words": 300})
+    url = f"/g/{s.world.group.id}/work-items/{item_id}/"
+
+    before = criteria(html_of(coordinator, url))
+    coordinator.client.post(url + "fail", {"reason": "misses section 3", "criteria": ["ac1"]})
+    after = criteria(html_of(coordinator, url))
+
+    assert "awaiting reviewer Evidence" in before["ac1"]  # ac1 has no check: a reviewer's
+    assert "awaiting reviewer Evidence" not in after["ac1"]
+    assert "the submission was failed before a reviewer gave Evidence" in after["ac1"]

@@ -32,7 +32,8 @@ from .base import (
 from .missions import end_child_missions
 
 
-def approval_grant_execution(view, command, context):
+def _awaiting_execution_approval(view, command):
+    """The target WorkItem, whose contract asks for an execution approval not yet given."""
     item = target_item(view, command)
     if not item.contract["risk"]["requiresExecutionApproval"]:
         raise ProtocolError("TRANSITION_NOT_PERMITTED",
@@ -40,6 +41,11 @@ def approval_grant_execution(view, command, context):
     if item.execution_approved:
         raise ProtocolError("TRANSITION_NOT_PERMITTED",
                             f"execution of {item.id} is already approved for this revision")
+    return item
+
+
+def approval_grant_execution(view, command, context):
+    item = _awaiting_execution_approval(view, command)
     return [item_draft(item, "approval.execution_granted", {
         "by": command.actor, "contractRevision": item.contract_revision,
         "comment": command.body.get("comment")})]
@@ -49,13 +55,7 @@ def approval_refuse_execution(view, command, context):
     """The MissionOwner will not let this revision run (recorded, for the Coordinator,
     who may revise the contract or cancel); the start gate stays shut, and a later
     grant may still open it."""
-    item = target_item(view, command)
-    if not item.contract["risk"]["requiresExecutionApproval"]:
-        raise ProtocolError("TRANSITION_NOT_PERMITTED",
-                            f"the contract of {item.id} does not require execution approval")
-    if item.execution_approved:
-        raise ProtocolError("TRANSITION_NOT_PERMITTED",
-                            f"execution of {item.id} is already approved for this revision")
+    item = _awaiting_execution_approval(view, command)
     return [item_draft(item, "approval.execution_refused", {
         "by": command.actor, "contractRevision": item.contract_revision,
         "reason": command.body["reason"]})]
