@@ -60,12 +60,12 @@ def mission(request, viewer, mission_id):
     return _mission(request, viewer, mission_id)
 
 
-def _mission(request, viewer, mission_id, refused=None, status=200, forms=None):
+def _mission(request, viewer, mission_id, refused=None, status=200, bound=None):
     expanded = set(filter(None, request.GET.get("expand", "").split(",")))
     cycle = (refused or {}).get("details", {}).get("cycle")
     page = pages.mission_page(viewer, mission_id, expanded, cycle)
     return _render(request, viewer, "dashboard/mission.html",
-                   {**page, "forms": mission_forms(page, forms or {}), "refused": refused},
+                   {**page, "forms": mission_forms(page, bound or {}), "refused": refused},
                    status)
 
 
@@ -81,11 +81,11 @@ def work_item(request, viewer, item_id):
     return _work_item(request, viewer, item_id)
 
 
-def _work_item(request, viewer, item_id, refused=None, status=200, forms=None):
+def _work_item(request, viewer, item_id, refused=None, status=200, bound=None):
     page = pages.work_item_page(viewer, item_id, timezone.now(), request.GET.get("diff"))
-    sent = next(iter((forms or {}).values()), None)  # a refused form, shown with the refusal
+    sent = next(iter((bound or {}).values()), None)  # a refused form, shown with the refusal
     return _render(request, viewer, "dashboard/work_item.html",
-                   {**page, "forms": item_forms(viewer, page, forms or {}),
+                   {**page, "forms": item_forms(viewer, page, bound or {}),
                     "refused": refused, "sent": sent}, status)
 
 
@@ -120,15 +120,15 @@ def _recorded(request, outcome) -> None:
     messages.success(request, f"Recorded: {appended}")
 
 
-def _invalid(form) -> dict:
+def _invalid() -> dict:
     """A form the dashboard itself could not turn into a command: shown like a refusal."""
     return {"code": "VALIDATION_ERROR", "details": {},
             "message": "Some fields need fixing (marked below)."}
 
 
-def _answer_on_item(request, viewer, item_id, outcome, **forms):
+def _answer_on_item(request, viewer, item_id, outcome, **bound):
     return _answer(request, outcome,
-                   lambda **e: _work_item(request, viewer, item_id, forms=forms, **e),
+                   lambda **e: _work_item(request, viewer, item_id, bound=bound, **e),
                    "dashboard:work_item", viewer.group_id, item_id)
 
 
@@ -147,8 +147,8 @@ def item_form_action(form_name: str, form_class, command: str, **form_kwargs):
         form = form_class(request.POST, prefix=form_name, **extra)
         now = timezone.now()
         if not form.is_valid():
-            return _work_item(request, viewer, item_id, forms={form_name: form},
-                              refused=_invalid(form), status=400)
+            return _work_item(request, viewer, item_id, bound={form_name: form},
+                              refused=_invalid(), status=400)
         body = form.body(now) if form_name == "offer" else form.body()
         outcome = actions.send(viewer, command, body, now, item.id)
         return _answer_on_item(request, viewer, item_id, outcome, **{form_name: form})
@@ -207,10 +207,10 @@ def mission_form_action(form_name: str, form_class):
                           items=pages.items_of(viewer, mission_id))
 
         def again(**refusal):
-            return _mission(request, viewer, mission_id, forms={form_name: form}, **refusal)
+            return _mission(request, viewer, mission_id, bound={form_name: form}, **refusal)
 
         if not form.is_valid():
-            return again(refused=_invalid(form), status=400)
+            return again(refused=_invalid(), status=400)
         outcome = actions.send(viewer, form.command(), form.body(mission_id), timezone.now())
         return _answer(request, outcome, again, "dashboard:mission", viewer.group_id,
                        mission_id)
@@ -270,7 +270,7 @@ def new_mission(request, viewer):
                                 outcome.events[0]["missionId"])
             refused, status = outcome.error, outcome.status
         else:
-            refused, status = _invalid(form), 400
+            refused, status = _invalid(), 400
     return _render(request, viewer, "dashboard/mission_new.html",
                    {"form": form, "refused": refused}, status)
 
@@ -292,7 +292,7 @@ def _contract_page(request, viewer, mission, *, title, command, body_of, contrac
         form = contract_form.ContractForm.from_post(request.POST, choices)
         sent = form.contract()
         if sent is None:
-            refused, status = _invalid(form), 400
+            refused, status = _invalid(), 400
         else:
             outcome = actions.send(viewer, command, body_of(sent), timezone.now(),
                                    None if exclude is None else exclude)
