@@ -274,6 +274,10 @@ MW_MAX_LEASE_SECONDS = envint("MW_MAX_LEASE_SECONDS", 3600)
 MW_DEFAULT_BLOCKED_LEASE_SECONDS = envint("MW_DEFAULT_BLOCKED_LEASE_SECONDS", 3600)
 # Largest blockedLeaseSeconds a work.block may ask for.
 MW_MAX_BLOCKED_LEASE_SECONDS = envint("MW_MAX_BLOCKED_LEASE_SECONDS", 86400)
+# §11.5: how long after its lease's expiry a command buffered offline may still have been
+# buffered (graceDeadline at most lease expiry + this), never more than the maximum.
+MW_OFFLINE_GRACE_SECONDS = envint("MW_OFFLINE_GRACE_SECONDS", 300)
+MW_MAX_OFFLINE_GRACE_SECONDS = envint("MW_MAX_OFFLINE_GRACE_SECONDS", 3600)
 # Lifetime of an Agent session token.
 MW_SESSION_TTL_SECONDS = envint("MW_SESSION_TTL_SECONDS", 86400)
 # Most candidates one urgent work.offer may name.

@@ -2,10 +2,11 @@
 shell under the Group lock and handed to the pure `decide` in `Context.facts`: for the
 §13 commands the signer's public key, the blob, the target Group of a forwarding, the
 Missions of a Context Package's cited events; for
-mission.create the roles of the principals it names. Other commands get none and cost
-no query."""
+mission.create the roles of the principals it names; for a command buffered offline
+(§11.5) the ids of its historical and reconciliation sessions. Other commands get none
+and cost no query."""
 
-from apps.identity.models import AgentKey, Membership
+from apps.identity.models import AgentKey, AgentSession, Membership
 from apps.ledger import db
 from apps.ledger.history import ARCHIVE, EVENTS
 from mission_weave.core.commands import Command
@@ -27,6 +28,10 @@ def other_groups(command: Command) -> set:
 
 def load(group_id: str, command: Command, head_sequence: int) -> dict:
     body = command.body if isinstance(command.body, dict) else {}
+    if command.offline is not None:  # §11.5: the historical and the reconciliation session
+        epochs = {command.offline["sessionEpoch"], command.session_epoch}
+        return {"sessions": dict(AgentSession.objects.filter(
+            agent_id=command.agent_id, epoch__in=epochs).values_list("epoch", "id"))}
     if command.type == "artifact.publish":
         producer = _text(body.get("producer"))
         return {"groupId": group_id, "producerKey": _key(producer, body),

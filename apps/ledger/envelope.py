@@ -1,11 +1,12 @@
 """The signed command envelope (PROTOCOL §2, §7): its schema and its parsing."""
 
+from mission_weave.core import offline
 from mission_weave.core.commands import Command
 from mission_weave.protocol.canonical import domain_problem, signing_bytes
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema
 
-KNOWN_EXTENSIONS = frozenset()  # the bounded-offline binding arrives with §11.5
+KNOWN_EXTENSIONS = frozenset({offline.URN})
 
 ENVELOPE = compile_schema({
     "type": "object", "additionalProperties": False,
@@ -53,6 +54,9 @@ def check_envelope(envelope, group_id: str) -> bytes:
             raise ProtocolError("UNKNOWN_CRITICAL_EXTENSION",
                                 f"the critical extension {urn} is not understood here",
                                 {"extension": urn})
+    binding = (envelope.get("extensions") or {}).get(offline.URN)
+    if binding is not None:
+        offline.check_binding(binding, envelope["type"], group_id)
     try:
         return signing_bytes(envelope)
     except (ValueError, TypeError) as error:  # e.g. an integer beyond IEEE 754's 2**53
@@ -66,4 +70,5 @@ def to_command(envelope: dict, roles: frozenset) -> Command:
         roles=roles, work_item_id=envelope.get("workItemId"),
         expected_revision=envelope.get("expectedRevision"),
         ownership_epoch=envelope.get("ownershipEpoch"), lease_id=envelope.get("leaseId"),
-        session_epoch=envelope.get("sessionEpoch"))
+        session_epoch=envelope.get("sessionEpoch"),
+        offline=(envelope.get("extensions") or {}).get(offline.URN))

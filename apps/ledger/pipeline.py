@@ -45,7 +45,9 @@ def policy() -> Policy:
         max_blocked_lease_seconds=settings.MW_MAX_BLOCKED_LEASE_SECONDS,
         max_urgent_candidates=settings.MW_MAX_URGENT_CANDIDATES,
         presence_ttl_seconds=settings.MW_PRESENCE_TTL_SECONDS,
-        auto_offer_seconds=settings.MW_AUTO_OFFER_SECONDS)
+        auto_offer_seconds=settings.MW_AUTO_OFFER_SECONDS,
+        offline_grace_seconds=min(settings.MW_OFFLINE_GRACE_SECONDS,
+                                  settings.MW_MAX_OFFLINE_GRACE_SECONDS))
 
 
 def submit(group_id: str, envelope, principal, now: datetime | None = None) -> Answer:

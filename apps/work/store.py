@@ -104,7 +104,7 @@ def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[li
         more.append(_select(PROPOSALS, "proposal", group_id, proposal))
     _fetch(view, *more)
     artifact_store.load_into(view, group_id, refs)
-    if command.type == "usage.record":
+    if command.type == "usage.record" or command.offline is not None:  # both charge usage
         _load_ancestry(group_id, view)
     return ahead_rows, view
 

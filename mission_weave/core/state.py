@@ -45,6 +45,10 @@ class Lease:
     renewals: tuple = ()  # ((renewed_at, expires_at), ...): the renewal history
     closed_at: datetime | None = None
     close_reason: str | None = None  # released | expired | revoked
+    # §11.5: revoked because its Agent reconnected (a new session): what was buffered
+    # offline before that may still be reconciled against it.
+    revoked_by_reconnection: bool = False
+    reconciled_through: datetime | None = None  # the latest bufferedAt reconciled under it
 
     @property
     def is_open(self) -> bool:
@@ -189,6 +193,8 @@ def evolve(view: View, event: Event) -> View:
     mutator = MUTATORS.get(event.type)
     if mutator is not None:
         mutator(view, event, event.data)
+    if "offline" in event.data:  # a command buffered offline and reconciled (§11.5)
+        _reconciled(view, event, event.data["offline"])
     if event.work_item_id in view.items:
         _revoke_tokens_without_lease(view, event.work_item_id)
         item = view.items[event.work_item_id]
@@ -388,17 +394,37 @@ def _close_lease(item: WorkItem, moment: datetime, reason: str) -> Lease | None:
 def _lease_closed(reason):
     def mutate(view, event, data):
         item = view.items[event.work_item_id]
-        changes = {"lease": _close_lease(item, event.occurred_at, reason)}
+        lease = _close_lease(item, event.occurred_at, reason)
+        if data.get("reconnection"):
+            lease = replace(lease, revoked_by_reconnection=True)
+        changes = {"lease": lease}
         if data.get("returnTo") == QUEUED:
             changes.update(state=QUEUED, start_by=parse_time(data["startBy"]))
         _update_item(view, item.id, **changes)
     return mutate
 
 
+def _released(item: WorkItem, event: Event) -> Lease | None:
+    """The lease a checkpoint or block releases. One buffered offline (§11.5) released it
+    when it was buffered, even if the Agent's reconnection has revoked it since."""
+    offline = event.data.get("offline")
+    if offline is None:
+        return _close_lease(item, event.occurred_at, "released")
+    return replace(item.lease, closed_at=parse_time(offline["bufferedAt"]),
+                   close_reason="released", revoked_by_reconnection=False)
+
+
+def _reconciled(view: View, event: Event, offline: dict) -> None:
+    """§11.5: remember how far the buffered commands of the lease were reconciled, so that
+    an older one is refused after a newer one."""
+    item = view.items[event.work_item_id]
+    _update_item(view, item.id, lease=replace(
+        item.lease, reconciled_through=parse_time(offline["bufferedAt"])))
+
+
 def _checkpointed(view, event, data):
     item = view.items[event.work_item_id]
-    _update_item(view, item.id, state=QUEUED,
-                 lease=_close_lease(item, event.occurred_at, "released"),
+    _update_item(view, item.id, state=QUEUED, lease=_released(item, event),
                  start_by=parse_time(data["startBy"]),
                  last_checkpoint={"progress": data["progress"],
                                   "stateArtifact": data.get("stateArtifact"),
@@ -407,8 +433,7 @@ def _checkpointed(view, event, data):
 
 def _blocked(view, event, data):
     item = view.items[event.work_item_id]
-    _update_item(view, item.id, state=BLOCKED,
-                 lease=_close_lease(item, event.occurred_at, "released"),
+    _update_item(view, item.id, state=BLOCKED, lease=_released(item, event),
                  blocked_until=parse_time(data["blockedUntil"]),
                  required_resolution=data["requiredResolution"],
                  last_checkpoint={**_block_checkpoint(data["checkpoint"]),
@@ -591,7 +616,12 @@ def lease_to_doc(lease: Lease | None) -> dict | None:
             "expiresAt": _time(lease.expires_at),
             "renewals": [{"at": _time(at), "expiresAt": _time(until)}
                          for at, until in lease.renewals],
-            "closedAt": _time(lease.closed_at), "closeReason": lease.close_reason}
+            "closedAt": _time(lease.closed_at), "closeReason": lease.close_reason,
+            # §11.5's members only when set, so that older logs replay to the documents
+            # (live rows, snapshots) they gave before
+            **({"revokedByReconnection": True} if lease.revoked_by_reconnection else {}),
+            **({"reconciledThrough": _time(lease.reconciled_through)}
+               if lease.reconciled_through else {})}
 
 
 def lease_from_doc(doc: dict | None) -> Lease | None:
@@ -601,7 +631,9 @@ def lease_from_doc(doc: dict | None) -> Lease | None:
                  ownership_epoch=doc["ownershipEpoch"], started_at=_parse(doc["startedAt"]),
                  expires_at=_parse(doc["expiresAt"]),
                  renewals=tuple((_parse(r["at"]), _parse(r["expiresAt"])) for r in doc["renewals"]),
-                 closed_at=_parse(doc["closedAt"]), close_reason=doc["closeReason"])
+                 closed_at=_parse(doc["closedAt"]), close_reason=doc["closeReason"],
+                 revoked_by_reconnection=doc.get("revokedByReconnection", False),
+                 reconciled_through=_parse(doc.get("reconciledThrough")))
 
 
 _ITEM_TIMES = ("start_by", "blocked_until", "retry_at", "created_at", "updated_at")

@@ -78,6 +78,8 @@ def decide(view: View, command: Command, context: Context) -> list:
     authority.check(view, command)  # the Mission's owner, coordinator and delegates
     authority.check_producers(command)  # the Evidence a command carries is the sender's
     drafts = HANDLERS[command.type](view, command, context)
+    if command.offline is not None:
+        drafts = usage.reconcile(view, command, context, drafts)
     # §13.2: Evidence cites artifacts published in this Group; checked after the
     # command's own rules, so that a fenced owner still hears STALE_OWNERSHIP first.
     manifests.require_cited_evidence(view.artifacts, command.body)

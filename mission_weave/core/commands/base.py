@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from .. import dag, fencing, lifecycle
+from .. import dag, fencing, lifecycle, offline
 from ..schemas import check_contract
 from ..state import (
     ACTIVE,
@@ -33,6 +33,7 @@ class Command:
     ownership_epoch: int | None = None
     lease_id: str | None = None
     session_epoch: int | None = None
+    offline: dict | None = None  # the bounded-offline-execution binding (§11.5), if buffered
 
     @property
     def agent_id(self) -> str | None:
@@ -51,6 +52,7 @@ class Policy:
     max_urgent_candidates: int = 10
     presence_ttl_seconds: int = 120  # an older Presence report counts as unknown
     auto_offer_seconds: int = 600  # how long an offer issued by automatic dispatch lives
+    offline_grace_seconds: int = 300  # §11.5: a lease's life extends this long for offline work
 
 
 @dataclass(frozen=True)
@@ -102,6 +104,32 @@ def target_item(view: View, command: Command, fenced_at: datetime | None = None)
     """The targeted WorkItem. With `fenced_at` (the lease holder's commands) fencing is
     checked before the transition, so a late result from a fenced owner is refused as
     STALE_OWNERSHIP / STALE_LEASE / LEASE_EXPIRED whatever state the item moved on to."""
+    item = _found_item(view, command)
+    if fenced_at is not None:
+        require_lease(item, command, fenced_at)
+    lifecycle.permitted(item.state, command.type)
+    return item
+
+
+def held_item(view: View, command: Command, context: Context) -> WorkItem:
+    """The WorkItem of a lease holder's report (progress, checkpoint, block): fenced by the
+    current lease or, buffered offline, reconciled against the historical one."""
+    if command.offline is not None:
+        return reconciled_item(view, command, context)
+    return target_item(view, command, fenced_at=context.now)
+
+
+def reconciled_item(view: View, command: Command, context: Context) -> WorkItem:
+    """The WorkItem of a command buffered offline (§11.5), checked against the lease its
+    binding names instead of the current one; the §10.2 table is not asked, since a
+    reconnection returned the item to `queued` meanwhile."""
+    item = _found_item(view, command)
+    offline.check(view.missions[item.mission_id], item, command, context.now,
+                  context.policy.offline_grace_seconds)
+    return item
+
+
+def _found_item(view: View, command: Command) -> WorkItem:
     if not command.work_item_id:
         raise ProtocolError("VALIDATION_ERROR", f"{command.type} needs workItemId")
     item = view.items.get(command.work_item_id)
@@ -112,9 +140,6 @@ def target_item(view: View, command: Command, fenced_at: datetime | None = None)
             "REVISION_CONFLICT",
             f"expectedRevision {command.expected_revision} differs from the WorkItem's "
             f"revision {item.revision}", {"revision": item.revision})
-    if fenced_at is not None:
-        require_lease(item, command, fenced_at)
-    lifecycle.permitted(item.state, command.type)
     return item
 
 

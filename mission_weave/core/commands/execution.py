@@ -23,7 +23,9 @@ from .base import (
     after,
     bounded_seconds,
     derive_id,
+    held_item,
     item_draft,
+    reconciled_item,
     release,
     require_dependencies,
     require_lease,
@@ -133,13 +135,13 @@ def reissue_token(event_type: str):
 
 
 def work_progress(view, command, context):
-    item = target_item(view, command, fenced_at=context.now)
+    item = held_item(view, command, context)
     return [item_draft(item, "work.progress_reported",
                        {"leaseId": item.lease.id, "progress": command.body})]
 
 
 def work_checkpoint(view, command, context):
-    item = target_item(view, command, fenced_at=context.now)
+    item = held_item(view, command, context)
     return [item_draft(item, "work.checkpointed", {
         "leaseId": item.lease.id, "progress": command.body["progress"],
         "stateArtifact": command.body.get("stateArtifact"),
@@ -147,7 +149,7 @@ def work_checkpoint(view, command, context):
 
 
 def work_block(view, command, context):
-    item = target_item(view, command, fenced_at=context.now)
+    item = held_item(view, command, context)
     policy = context.policy
     seconds = bounded_seconds(command.body.get("blockedLeaseSeconds"),
                               policy.default_blocked_lease_seconds,
@@ -289,7 +291,9 @@ def work_request_preemption(view, command, context):
 
 
 def conversation_post(view, command, context):
-    item = target_item(view, command)
+    # A message buffered offline is a report of the work under its lease (§11.5).
+    item = (target_item(view, command) if command.offline is None
+            else reconciled_item(view, command, context))
     body = command.body
     message_id = body.get("messageId") or derive_id("msg", command.id)
     if body["kind"] == "ambiguity" and not command.roles - {"observer"}:
@@ -318,8 +322,11 @@ def revoke_for_session(view: View, agent_id: str, now: datetime, policy: Policy)
     """A replacement session revokes the agent's open leases; each WorkItem returns to
     `queued` under the same owner before the new runtime may start it (§11.3)."""
     start_by = after(now, policy.start_window_seconds)
+    # `reconnection`: what the Agent buffered offline before now may still be reconciled
+    # against this lease (§11.5); no other revocation allows that.
     return [item_draft(item, "lease.revoked", {"leaseId": item.lease.id,
                                                "reason": "session replaced",
+                                               "reconnection": True,
                                                "returnTo": QUEUED, "startBy": start_by})
             for item in view.items.values()
             if item.state == ACTIVE and item.live_lease and item.lease.agent_id == agent_id]

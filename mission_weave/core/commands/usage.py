@@ -1,12 +1,15 @@
 """usage.record (§11.5): the lease holder reports what it spent, in six dimensions; it is
 charged to the WorkItem and its whole budget ancestry at once, or refused with
-BUDGET_EXCEEDED and nothing charged (mission_weave/core/budgets.py)."""
+BUDGET_EXCEEDED and nothing charged (mission_weave/core/budgets.py). A command buffered
+offline is charged its binding's usage the same way, in its own transaction (`reconcile`)."""
+
+from dataclasses import replace
 
 from mission_weave.protocol.errors import ProtocolError
 
-from .. import budgets
+from .. import budgets, offline
 from ..state import USAGE_RECORDED, View, WorkItem
-from .base import item_draft, target_item
+from .base import Draft, item_draft, target_item
 
 MAX_DEPTH = 64  # child Missions nest; a longer chain means a broken projection, not a budget
 
@@ -17,11 +20,30 @@ def usage_record(view, command, context):
     if budgets.is_zero(delta):
         raise ProtocolError("VALIDATION_ERROR", "usage.record needs a nonzero delta in at least "
                             "one of " + ", ".join(budgets.DIMENSIONS))
+    return [charge(view, item, delta)]
+
+
+def charge(view: View, item: WorkItem, delta: dict, **data) -> Draft:
+    """The usage event charging `delta` to the item and its whole budget ancestry (more
+    `data` beside), or BUDGET_EXCEEDED with nothing charged."""
     charged = budgets.charge(ancestry(view, item), delta)
-    return [item_draft(item, USAGE_RECORDED, {
+    return item_draft(item, USAGE_RECORDED, {
         "leaseId": item.lease.id, "ownershipEpoch": item.ownership_epoch, "delta": delta,
         "chargedTo": [{"level": kind, "id": level_id, "usage": usage}
-                      for kind, level_id, usage in charged]})]
+                      for kind, level_id, usage in charged], **data})
+
+
+def reconcile(view: View, command, context, drafts: list) -> list:
+    """A command buffered offline (§11.5), already checked by its handler: its offline
+    usage charged first (a zero delta charges nothing), then its own events, every one
+    saying which lease, buffer time and sessions it was reconciled from."""
+    record = offline.record(command.offline, context.facts.get("sessions", {}),
+                            command.session_epoch)
+    own = [replace(draft, data={**draft.data, "offline": record}) for draft in drafts]
+    delta = command.offline["usage"]
+    if budgets.is_zero(delta):
+        return own
+    return [charge(view, view.items[command.work_item_id], delta, offline=record)] + own
 
 
 def ancestry(view: View, item: WorkItem) -> list:
