@@ -8,5 +8,11 @@ page, with a worker that runs as written: docs/sdk.md.
 - `queues`: per-Group work state rebuilt by replaying events;
 - `admission`: the Worker's admission control (§10.3), a pure decision per offer;
 - `worker`: a runnable Worker (`python -m mission_weave.sdk.worker`, `--once`);
-- `coordinator`: a tiny demo coordinator loop (`python -m mission_weave.sdk.coordinator`).
+- `coordinator`: a tiny demo coordinator loop (`python -m mission_weave.sdk.coordinator`);
+- `offline`: bounded offline execution (§11.5): the durable buffer of reports made while
+  the Group service is unreachable, rebased and reconciled on reconnection; `OfflineError`.
 """
+
+from .offline import OfflineError
+
+__all__ = ["OfflineError"]

@@ -53,10 +53,12 @@ import httpx
 from mission_weave.protocol.idempotency import idempotency_key
 from mission_weave.protocol.timefmt import format_time, parse_time
 
-from . import admission, disclosure, scheduler
+from . import admission, disclosure, offline, scheduler
 from .client import ApiError, Client, utcnow
+from .ids import uuid7
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
+from .offline import OfflineError
 from .queues import GroupWork, Item
 from .ticks import stop_on_signals, tick_until_stopped
 
@@ -111,15 +113,24 @@ class WorkContext:
         self._task: asyncio.Task | None = None  # the handler's task
         self._releasing = False  # a checkpoint or block is on its way
         self._finishing = False  # the worker is submitting or failing the item itself
+        # Bounded offline execution (§11.5, offline.py): the session the lease was issued
+        # under, the usage delta `charge()` accumulated, and the refusals of this item's
+        # buffered commands on reconciliation (ApiError; `on_refusal(error, entry)` is
+        # called with each too, when the handler sets it).
+        self.session_epoch = getattr(self.client, "session_epoch", None)
+        self.usage = offline.Usage()
+        self.refusals: list[ApiError] = []
+        self.on_refusal: Callable | None = None
+        self.submitted = False  # the handler submitted with ctx.submit()
 
     @property
     def preemption_requested(self) -> bool:
         return self.preemption.is_set()
 
-    def _lose_lease(self, why: str) -> None:
+    def _lose_lease(self, why: str, force: bool = False) -> None:
         """The lease is gone: the handler is cancelled (asyncio cancellation at its next
         await) and the worker will not submit for it."""
-        if self.checkpointed or self._releasing or self._finishing:
+        if (self.checkpointed or self._releasing or self._finishing) and not force:
             return  # the handler or the worker is releasing the lease (or did): not a loss
         if self.lease_lost is None:
             self.lease_lost = why
@@ -148,9 +159,116 @@ class WorkContext:
                 "producer": self.producer, "timestamp": format_time(utcnow()),
                 "artifacts": list(artifacts)}
 
+    # --- bounded offline execution (§11.5) ------------------------------------------
+
+    @property
+    def offline(self) -> bool:
+        """The Group service could not be reached and the worker has not reconciled yet."""
+        return self.worker.offline_since is not None
+
+    @property
+    def grace_deadline(self):
+        """The lease's expiry plus the grace period: the last moment a report may be
+        buffered; past it the handler is cancelled."""
+        return offline.grace_deadline(self.lease_expires_at,
+                                      self.worker.offline_grace_seconds or 0)
+
+    def charge(self, tokens: int = 0, toolCalls: int = 0, sideEffects: int = 0,  # noqa: N803
+               **more) -> None:
+        """Add to the usage this handler spent (also `computeSeconds`, `wallClockSeconds`,
+        `financial={amount, currency}`). The delta is charged once, with the next command:
+        online a `usage.record` sent before it, offline the binding of the buffered
+        command that carries it."""
+        self.usage.add(tokens=tokens, toolCalls=toolCalls, sideEffects=sideEffects, **more)
+
+    async def _charge_now(self) -> None:
+        if self.usage:
+            await self.client.command(self.group_id, "usage.record", self.usage.peek(),
+                                      **self._lease_fields())
+            self.usage.take()
+
+    async def _report(self, type_: str, body: dict) -> dict:
+        """Send a report of work under way, or, with offline execution enabled and the
+        service unreachable, buffer it (durably, with the binding) until the reconnection."""
+        if not self.worker.offline_enabled:
+            await self._charge_now()
+            return await self.client.command(self.group_id, type_, body,
+                                             **self._lease_fields())
+        await self.worker._until_reconciled()
+        if self.offline:
+            return self._buffer(type_, body)
+        command_id = uuid7()  # kept if it is buffered: a lost answer is not a second report
+        try:
+            await self._charge_now()
+            try:
+                return await self.client.command(self.group_id, type_, body, id=command_id,
+                                                 **self._lease_fields())
+            except ApiError as error:
+                if error.code != "STALE_MEMBERSHIP":
+                    raise
+            await self.client.membership(self.group_id, refresh=True)
+            command_id = uuid7()
+            return await self.client.command(self.group_id, type_, body, id=command_id,
+                                             **self._lease_fields())
+        except offline.UNREACHABLE as error:
+            self.worker._went_offline(error)
+            return self._buffer(type_, body, command_id)
+
+    def _buffer(self, type_: str, body: dict, command_id: str | None = None) -> dict:
+        now = utcnow()
+        if now > self.grace_deadline:
+            raise OfflineError(f"cannot buffer {type_} for {self.work_item_id}: its grace "
+                               f"deadline {format_time(self.grace_deadline)} has passed")
+        last = self.worker.buffer.last_buffered_at(self.lease_id)
+        now = max(now, last) if last else now  # bufferedAt never goes back under a lease
+        binding = offline.binding(
+            agent_id=self.client.agent_id, group_id=self.group_id,
+            work_item_id=self.work_item_id, session_epoch=self.session_epoch,
+            ownership_epoch=self.ownership_epoch, lease_id=self.lease_id,
+            disconnected_at=min(self.worker.offline_since, now), buffered_at=now,
+            grace_deadline=self.grace_deadline, lease_expires_at=self.lease_expires_at,
+            usage=self.usage.take())
+        entry = self.worker.buffer.add(self.group_id, type_, body, binding,
+                                       {"workItemId": self.work_item_id}, command_id)
+        log.info("buffered %s for %s offline (%s)", type_, self.work_item_id, entry.command_id)
+        return {"commandId": entry.command_id, "buffered": True,
+                "bufferedAt": binding["bufferedAt"], "events": []}
+
+    async def _require_online(self, action: str) -> None:
+        if self.worker.offline_enabled:
+            await self.worker._until_reconciled()
+            if self.offline:
+                raise OfflineError(f"{action} needs the Group service, which cannot be "
+                                   f"reached; only progress and checkpoints are buffered "
+                                   f"offline (§11.5)")
+
+    async def submit(self, evidence, artifacts=()) -> dict:
+        """Submit now, under this lease (else the worker submits what the handler
+        returns). Raises OfflineError while the service cannot be reached."""
+        await self._require_online(f"submitting {self.work_item_id}")
+        self._finishing = True
+        try:
+            await self._charge_now()
+            answer = await self.client.command(self.group_id, "work.submit", {
+                "contractRevision": self.contract_revision, "artifacts": list(artifacts),
+                "evidence": list(evidence)}, **self._lease_fields())
+        except offline.UNREACHABLE as error:
+            self._finishing = False
+            if self.worker.offline_enabled:
+                self.worker._went_offline(error)
+                raise OfflineError(f"submitting {self.work_item_id}: the Group service "
+                                   f"cannot be reached ({error!r})") from error
+            raise
+        except BaseException:
+            self._finishing = False
+            raise
+        self.submitted = True
+        return answer
+
     async def progress(self, phase: str, **progress) -> dict:
-        return await self.client.command(self.group_id, "work.progress",
-                                         {"phase": phase, **progress}, **self._lease_fields())
+        """Report progress; offline (when enabled) it is buffered, `{"buffered": true,
+        ...}` is returned, and it is sent on reconnection."""
+        return await self._report("work.progress", {"phase": phase, **progress})
 
     async def checkpoint(self, phase: str, state_artifact: str | None = None,
                          **progress) -> dict:
@@ -165,7 +283,7 @@ class WorkContext:
     async def _release(self, type_: str, body: dict) -> dict:
         self._releasing = True
         try:
-            return await self.client.command(self.group_id, type_, body, **self._lease_fields())
+            return await self._report(type_, body)
         finally:
             self._releasing = False
 
@@ -194,7 +312,19 @@ class WorkContext:
     async def publish_artifact(self, data: bytes, media_type: str, schema: str | None = None,
                                sources=(), classification: str = "internal") -> str:
         """Upload the bytes (PUT /blobs, verified by name) and publish their signed
-        manifest (`artifact.publish`, §13.1); returns the content hash."""
+        manifest (`artifact.publish`, §13.1); returns the content hash. Raises
+        OfflineError while the service cannot be reached (never published offline)."""
+        await self._require_online("publishing an artifact")
+        try:
+            return await self._publish(data, media_type, schema, sources, classification)
+        except offline.UNREACHABLE as error:
+            if not self.worker.offline_enabled:
+                raise
+            self.worker._went_offline(error)
+            raise OfflineError(f"publishing an artifact: the Group service cannot be "
+                               f"reached ({error!r})") from error
+
+    async def _publish(self, data, media_type, schema, sources, classification) -> str:
         name = await self.client.put_blob(data)
         card = self.worker.card
         manifest = self.client.key.sign({
@@ -225,14 +355,23 @@ class Worker:
                  needs: Mapping[str, list] | None = None, queue_capacity: int | None = None,
                  start_window_seconds: int = START_WINDOW_SECONDS,
                  estimate_seconds: Callable[[dict], float] | None = None,
-                 estimate_cost: Callable[[dict], dict] | None = None):
+                 estimate_cost: Callable[[dict], dict] | None = None,
+                 offline_grace_seconds: float | None = None):
         """Admission control (admission.py) takes: `capability_ranges` ({capability id:
         version range} this worker accepts besides the card's exact versions), `needs`
         ({"tools"|"data"|"operations": names} its handler uses, which a contract's
         `allowed` must include), `queue_capacity` (most accepted items waiting for a
         slot; default the slots), `start_window_seconds` (the server's start window, for
         offers that set none) and the two estimates, which replace the methods
-        `estimate_seconds(contract)` and `estimate_cost(contract)`."""
+        `estimate_seconds(contract)` and `estimate_cost(contract)`.
+
+        `offline_grace_seconds` enables bounded offline execution (§11.5, offline.py):
+        while the server cannot be reached, progress and checkpoints are buffered in
+        a SQLite file beside the Cursors until each lease's expiry plus this grace
+        (`offline.DEFAULT_GRACE_SECONDS`, the server's default, is what to pass unless
+        the server is configured otherwise: it does not advertise its own). None (the
+        default) keeps the plain behaviour: the lease is lost when renewals cannot reach
+        the server before it expires."""
         self.client, self.groups, self.handler = client, groups, handler
         self.capability_ranges = dict(capability_ranges or {})
         for spec in self.capability_ranges.values():
@@ -266,6 +405,17 @@ class Worker:
         self.wake = asyncio.Event()
         self.inbox: Inbox | None = None
         self.ready = asyncio.Event()
+        self.offline_grace_seconds = offline_grace_seconds
+        self.offline_enabled = offline_grace_seconds is not None
+        self.buffer = offline.OfflineBuffer(offline.OfflineBuffer.path_beside(cursor_path)) \
+            if self.offline_enabled else None
+        self.offline_since = None  # when the service was found unreachable; None online
+        self.reconnecting = False  # a new session is open, its reconciliation not finished
+        self.online = asyncio.Event()
+        self.online.set()
+        self.reconnect_seconds = 0.5
+        self.reconciled: list[offline.Reconciled] = []  # every answer, for tests and logs
+        self._reconnector: asyncio.Task | None = None
 
     @property
     def agent_id(self) -> str:
@@ -282,6 +432,9 @@ class Worker:
             self.roles[group_id] = frozenset(member.get("roles") or ())
         self.capacity = 1 if self.once else max(1, int(self.card.get("maxConcurrency", 1)))
         self.slots = scheduler.declare_slots(self.capacity, self.capacity)
+        if self.buffer is not None and len(self.buffer):
+            # Buffered by an earlier run that ended offline: reconciled before anything.
+            self._take_reconciled(await offline.reconcile(self.client, self.buffer))
         await self._rebuild()
         self.inbox = Inbox(self.client, self.groups, self._on_event, CursorStore(self.cursor_path),
                            self._on_snapshot, on_restart=self._on_restart,
@@ -292,6 +445,8 @@ class Worker:
         try:
             await tick_until_stopped(self._tick, self.wake, stop, self.tick_seconds, tasks)
         finally:
+            if self._reconnector is not None:
+                tasks.append(self._reconnector)
             for task in tasks + [t for t, _ in self.running.values()]:
                 task.cancel()
             await asyncio.gather(*tasks, *(t for t, _ in self.running.values()),
@@ -337,7 +492,8 @@ class Worker:
                 if ctx is not None and ctx.lease_id == event["data"].get("leaseId"):
                     log.info("preemption requested for %s", item_id)
                     ctx.preemption.set()
-        elif event["type"] in ("lease.revoked", "lease.expired", "work.cancelled"):
+        elif event["type"] in ("lease.revoked", "lease.expired", "work.cancelled") \
+                and self.offline_since is None:  # offline, the reconnection decides
             for key, (_, ctx) in list(self.running.items()):
                 if ctx is not None and ctx.lease_id == event["data"].get("leaseId", ctx.lease_id) \
                         and key == (event["groupId"], event.get("workItemId")):
@@ -355,6 +511,8 @@ class Worker:
     async def _tick(self) -> None:
         if self.once and self._stop is not None and self._stop.is_set():
             return  # --once: its WorkItem ended; take nothing more
+        if self.offline_since is not None:
+            return  # nothing new is accepted or started before the reconciliation
         now = utcnow()
         self.accepting = {k for k in self.accepting
                           if self.work[k[0]].items[k[1]].state == "offered"}
@@ -556,8 +714,9 @@ class Worker:
     async def _execute(self, ctx: WorkContext) -> Outcome:
         """Run the handler in its own task beside the lease renewal, then submit its
         result (or fail the item with Evidence). When the lease is lost meanwhile the
-        renewal (or the log) cancels the handler's task and nothing is submitted."""
-        lease = ctx._lease_fields()
+        renewal (or the log) cancels the handler's task and nothing is submitted.
+        Offline (§11.5), a handler that ended waits for the reconciliation, then its result
+        is submitted under the lease the reconnection started again."""
 
         def outcome(state: str, ok: bool, message: str) -> Outcome:
             return Outcome(ctx.group_id, ctx.work_item_id, state, ok, message)
@@ -587,6 +746,9 @@ class Worker:
         finally:
             renewal.cancel()
             await asyncio.gather(renewal, return_exceptions=True)
+        if ctx.lease_lost is None and not ctx.submitted:
+            await self._until_reconciled(ctx)
+        lease = ctx._lease_fields()  # the lease the reconnection started again, if it did
         if ctx.lease_lost is not None:
             if not task.cancelled() and task.exception() is not None \
                     and not isinstance(task.exception(), Preempted):
@@ -619,11 +781,15 @@ class Worker:
                            f"{error!r}; the WorkItem was failed with that as its Evidence")
         if ctx.checkpointed:
             return released()
+        if ctx.submitted:
+            self.submitted.append((ctx.group_id, ctx.work_item_id))
+            return outcome("submitted", True, f"submitted {ctx.work_item_id}")
         if result is None:
             return outcome("refused", False, f"the handler returned nothing for "
                            f"{ctx.work_item_id} and did not checkpoint or block it; it stays "
                            "active until its lease expires")
         try:
+            await ctx._charge_now()
             await self.client.command(ctx.group_id, "work.submit", {
                 "contractRevision": ctx.contract_revision,
                 "artifacts": list(result.get("artifacts", [])),
@@ -673,6 +839,10 @@ class Worker:
         refused renewal, or none that reaches the server before the lease expires, loses
         the lease: the handler is cancelled (ctx._lose_lease)."""
         while ctx.lease_lost is None and not ctx.checkpointed:
+            if self.offline_since is not None:  # §11.5: until reconciled or the deadline
+                if not await self._until_reconciled(ctx):
+                    return
+                continue
             remaining = (ctx.lease_expires_at - utcnow()).total_seconds()
             await asyncio.sleep(max(0.5, remaining / 3) if remaining > 0 else 0)
             if ctx.checkpointed:
@@ -692,6 +862,9 @@ class Worker:
                 failure: Exception = error
             except (httpx.TransportError, OSError, asyncio.TimeoutError) as error:
                 failure = error
+                if self.offline_enabled:
+                    self._went_offline(error)
+                    continue
             else:
                 renewed = answer["events"][0]["data"]
                 ctx.lease_expires_at = parse_time(renewed["expiresAt"])
@@ -703,6 +876,114 @@ class Worker:
                 return
             log.warning("renewing %s failed (%r); trying again before the lease expires at %s",
                         ctx.work_item_id, failure, format_time(ctx.lease_expires_at))
+
+    # --- bounded offline execution (§11.5, offline.py) ---------------------------------
+
+    def _contexts(self) -> list[WorkContext]:
+        return [ctx for _, ctx in self.running.values() if ctx is not None]
+
+    def _went_offline(self, error: BaseException) -> None:
+        """The service cannot be reached: reports are buffered from now on, nothing new
+        is accepted or started, and a reconnection is tried until it succeeds."""
+        if self.offline_since is not None:
+            return
+        self.offline_since = utcnow()
+        self.online.clear()
+        log.warning("the Group service cannot be reached (%r): buffering progress and "
+                    "checkpoints until each lease's grace deadline", error)
+        self._reconnector = asyncio.create_task(self._reconnect_loop())
+
+    async def _until_reconciled(self, ctx: WorkContext | None = None) -> bool:
+        """Without `ctx`: wait while a reconnection's reconciliation is under way (a
+        report buffered after the new session would be OUTSIDE_GRACE_WINDOW). With it:
+        wait, while offline, for the reconciliation until ctx's grace deadline; past it
+        the handler is cancelled and False returned."""
+        if ctx is None:
+            if self.reconnecting:
+                await self.online.wait()
+            return True
+        if self.offline_since is None:
+            return True
+        timeout = max((ctx.grace_deadline - utcnow()).total_seconds(), 0)
+        try:
+            await asyncio.wait_for(self.online.wait(), timeout)
+            return True
+        except asyncio.TimeoutError:
+            ctx._lose_lease(f"its grace deadline {format_time(ctx.grace_deadline)} passed "
+                            "while the Group service could not be reached", force=True)
+            return False
+
+    async def _reconnect_loop(self) -> None:
+        delay = self.reconnect_seconds
+        while self.offline_since is not None:
+            await asyncio.sleep(delay)
+            try:
+                await self._reconnect()
+            except offline.UNREACHABLE as error:
+                log.info("still cannot reach the Group service: %r", error)
+            except ApiError as error:
+                log.warning("reconnecting: the server answered %s", error)
+            delay = min(delay * 2, 5.0)
+
+    async def _reconnect(self) -> None:
+        """A new session (it revokes this agent's leases), every buffered command rebased
+        and sent in order, then each running handler's item started again under a new
+        lease; only then are reports sent, and submissions made, again."""
+        await self.client.open_session()
+        self.reconnecting = True
+        self._take_reconciled(await offline.reconcile(self.client, self.buffer))
+        for ctx in self._contexts():
+            await self._resume(ctx)
+        log.info("reconnected (session %s) and reconciled; offline since %s",
+                 self.client.session_epoch, format_time(self.offline_since))
+        self.offline_since, self.reconnecting = None, False
+        self.online.set()
+        self.wake.set()
+
+    def _take_reconciled(self, results: list) -> None:
+        """Each refusal goes to the handler of its item (ctx.refusals, ctx.on_refusal);
+        OWNER_CHANGED also cancels it (its buffer was dropped)."""
+        self.reconciled.extend(results)
+        running = {(ctx.group_id, ctx.work_item_id): ctx for ctx in self._contexts()}
+        for result in results:
+            ctx = running.get((result.entry.group_id, result.entry.work_item_id))
+            if result.error is None or ctx is None:
+                continue
+            ctx.refusals.append(result.error)
+            if ctx.on_refusal is not None:
+                try:
+                    ctx.on_refusal(result.error, result.entry)
+                except Exception:
+                    log.exception("on_refusal of %s raised", ctx.work_item_id)
+            if result.error.code == "OWNER_CHANGED":
+                ctx._lose_lease(f"buffered {result.entry.type} refused: OWNER_CHANGED "
+                                f"{result.error.message}", force=True)
+
+    async def _resume(self, ctx: WorkContext) -> None:
+        """The reconnection revoked ctx's lease: start the item again (same ownership
+        epoch, `resumed: true`) so that its handler may go on and submit."""
+        if ctx.lease_lost is not None or ctx.checkpointed or ctx.submitted:
+            return
+        body = {"leaseSeconds": self.lease_seconds} if self.lease_seconds else {}
+        try:
+            answer = await self.client.command(ctx.group_id, "work.start", body,
+                                               workItemId=ctx.work_item_id,
+                                               ownershipEpoch=ctx.ownership_epoch)
+        except ApiError as error:
+            if error.status >= 500 or error.status == 429:
+                raise
+            ctx._lose_lease(f"starting it again after the reconnection was refused: "
+                            f"{error.code} {error.message}", force=True)
+            return
+        started = next(e for e in answer["events"] if e["type"] == "work.started")["data"]
+        token = started.get("capabilityToken") or {}
+        ctx.lease_id, ctx.capability_token = started["leaseId"], token
+        ctx.lease_expires_at = parse_time(started["expiresAt"])
+        ctx.session_epoch = self.client.session_epoch
+        self.slots = self.slots.update(ctx.assignment.with_lease(started["leaseId"],
+                                                                 token.get("id")))
+        log.info("started %s again under lease %s after the reconnection", ctx.work_item_id,
+                 ctx.lease_id)
 
     # --- Presence ----------------------------------------------------------------------
 
@@ -782,6 +1063,11 @@ def main(argv=None) -> None:
                         "Agent Card keeps exact versions)")
     parser.add_argument("--queue-capacity", type=int, help="at most this many accepted "
                         "WorkItems waiting for a slot (default: maxConcurrency)")
+    parser.add_argument("--offline-grace", type=float, metavar="SECONDS",
+                        help="bounded offline execution (§11.5): buffer progress and "
+                        "checkpoints while the server is unreachable until each lease's "
+                        f"expiry plus SECONDS (the server's default is "
+                        f"{offline.DEFAULT_GRACE_SECONDS}); off by default")
     args = parser.parse_args(argv)
     ranges = {}
     for given in args.capability_range:
@@ -813,7 +1099,8 @@ def main(argv=None) -> None:
     try:
         outcome = asyncio.run(_serve(args.url, key, groups, handler, cursors, args.transport,
                                      args.once, capability_ranges=ranges,
-                                     queue_capacity=args.queue_capacity))
+                                     queue_capacity=args.queue_capacity,
+                                     offline_grace_seconds=args.offline_grace))
     except ApiError as error:
         raise SystemExit(f"the server at {args.url} refused: {error}{_hint(error, key, groups)}")
     except httpx.TransportError as error:
