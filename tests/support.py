@@ -155,6 +155,14 @@ class Scenario:
         self.mission_id = events[0]["missionId"]
         return self.mission_id
 
+    def in_child_mission(self, parent_item: str) -> str:
+        """From here on, the Scenario works in a new child Mission of `parent_item`
+        (failure policy "block"): its id."""
+        self.mission_id = self.c.ok("mission.create_child", {
+            "title": "Figures", "childFailurePolicy": "block"},
+            workItemId=parent_item)[-1]["data"]["childMissionId"]
+        return self.mission_id
+
     def authorize(self, **contract_overrides) -> str:
         events = self.c.ok("work.authorize", {"missionId": self.mission_id,
                                               "contract": contract(**contract_overrides)})

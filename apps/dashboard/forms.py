@@ -5,6 +5,7 @@ The Work Contract has a form of its own (contract_form.py)."""
 from datetime import timedelta
 
 from django import forms
+from django.utils import timezone
 
 from mission_weave.protocol.timefmt import format_time
 
@@ -98,13 +99,14 @@ class OfferForm(forms.Form):
         data = super().clean()
         if not data.get("auto") and not data.get("candidates"):
             raise forms.ValidationError("Choose workers by name, or tick auto.")
+        if data.get("expires_in_minutes"):  # the expiry is dated when the form is sent
+            data["expires_at"] = timezone.now() + timedelta(minutes=data["expires_in_minutes"])
         return data
 
-    def body(self, now) -> dict:
+    def body(self) -> dict:
         data = self.cleaned_data
         body = {"candidates": "auto" if data["auto"] else data["candidates"],
-                "mode": data["mode"],
-                "expiresAt": format_time(now + timedelta(minutes=data["expires_in_minutes"]))}
+                "mode": data["mode"], "expiresAt": format_time(data["expires_at"])}
         if data["mode"] == "urgent" and data.get("candidate_count"):
             body["candidateCount"] = data["candidate_count"]
         return body
@@ -174,9 +176,6 @@ class EndMissionForm(forms.Form):
     how = forms.ChoiceField(choices=[("cancel", "Cancel it (no longer wanted)"),
                                      ("fail", "Fail it (it cannot succeed)")], initial="cancel",
                             widget=forms.RadioSelect, label="End the Mission")
-
-    def __init__(self, *args, items=(), **kwargs):
-        super().__init__(*args, **kwargs)  # its unfinished `items` are listed by the page
 
     def command(self) -> str:
         return f"mission.{self.cleaned_data['how']}"  # ends every unfinished WorkItem too

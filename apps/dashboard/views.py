@@ -71,7 +71,7 @@ def _mission(request, viewer, mission_id, refused=None, status=200, bound=None):
 
 def mission_forms(page: dict, bound: dict) -> dict:
     """The Mission page's forms, blank unless a refused POST left one bound."""
-    return {"end": bound.get("end") or forms.EndMissionForm(prefix="end", items=page["items"]),
+    return {"end": bound.get("end") or forms.EndMissionForm(prefix="end"),
             "refuse": bound.get("refuse") or forms.RefuseApprovalForm(prefix="refuse",
                                                                       items=page["items"])}
 
@@ -145,12 +145,10 @@ def item_form_action(form_name: str, form_class, command: str, **form_kwargs):
         item = pages.work_item(viewer, item_id)
         extra = {key: value(viewer) for key, value in form_kwargs.items()}
         form = form_class(request.POST, prefix=form_name, **extra)
-        now = timezone.now()
         if not form.is_valid():
             return _work_item(request, viewer, item_id, bound={form_name: form},
                               refused=_invalid(), status=400)
-        body = form.body(now) if form_name == "offer" else form.body()
-        outcome = actions.send(viewer, command, body, now, item.id)
+        outcome = actions.send(viewer, command, form.body(), timezone.now(), item.id)
         return _answer_on_item(request, viewer, item_id, outcome, **{form_name: form})
     act.__name__ = form_name
     return act
@@ -196,15 +194,16 @@ def approve_mission(request, viewer, mission_id):
                    "dashboard:mission", viewer.group_id, mission_id)
 
 
-def mission_form_action(form_name: str, form_class):
+def mission_form_action(form_name: str, form_class, **form_kwargs):
     """A Mission page action: a form whose `command()` and `body(mission_id)` are one
-    command on the Mission. An invalid form or a refusal shows the page again as typed."""
+    command on the Mission. An invalid form or a refusal shows the page again as typed.
+    `form_kwargs`: name -> f(viewer, mission_id), the form's other arguments."""
     @require_POST
     @member_page
     def act(request, viewer, mission_id):
         pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
-        form = form_class(request.POST, prefix=form_name,
-                          items=pages.items_of(viewer, mission_id))
+        extra = {key: value(viewer, mission_id) for key, value in form_kwargs.items()}
+        form = form_class(request.POST, prefix=form_name, **extra)
 
         def again(**refusal):
             return _mission(request, viewer, mission_id, bound={form_name: form}, **refusal)
@@ -218,7 +217,7 @@ def mission_form_action(form_name: str, form_class):
     return act
 
 
-refuse_approval = mission_form_action("refuse", forms.RefuseApprovalForm)
+refuse_approval = mission_form_action("refuse", forms.RefuseApprovalForm, items=pages.items_of)
 end_mission = mission_form_action("end", forms.EndMissionForm)
 
 

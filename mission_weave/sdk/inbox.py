@@ -53,16 +53,23 @@ def event_hash_ok(event: dict) -> bool:
     return canonical.content_hash(canonical.without(event, "hash")) == event.get("hash")
 
 
+def durable_sqlite(path: str | Path) -> sqlite3.Connection:
+    """A SQLite file whose every write is on disk when the call returns (WAL,
+    synchronous=FULL, autocommit); its folder is made if needed."""
+    if str(path) != ":memory:":
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=FULL")
+    return db
+
+
 class CursorStore:
     """Durable Cursors, one row per Group, in a SQLite file (WAL, synchronous=FULL)."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db = durable_sqlite(path)
         self.db.execute("CREATE TABLE IF NOT EXISTS cursors (group_id TEXT PRIMARY KEY, "
                         "sequence INTEGER NOT NULL, hash TEXT)")
         columns = {row[1] for row in self.db.execute("PRAGMA table_info(cursors)")}

@@ -21,7 +21,6 @@ Nothing here talks to Django; worker.py wires it into the handler's context.
 
 import json
 import logging
-import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -33,6 +32,7 @@ from mission_weave.protocol.timefmt import format_time, parse_time
 
 from .client import ApiError
 from .ids import uuid7
+from .inbox import durable_sqlite
 
 log = logging.getLogger("mission_weave.sdk.offline")
 
@@ -142,11 +142,7 @@ class OfflineBuffer:
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
-        if str(path) != ":memory:":
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=FULL")
+        self.db = durable_sqlite(path)
         self.db.execute(
             "CREATE TABLE IF NOT EXISTS buffered (seq INTEGER PRIMARY KEY AUTOINCREMENT, "
             "group_id TEXT NOT NULL, work_item_id TEXT NOT NULL, lease_id TEXT NOT NULL, "

@@ -75,10 +75,7 @@ def test_what_a_worker_records_is_charged_on_the_item_and_its_mission(s):
 def test_a_child_missions_charges_roll_up_to_the_parent_item_and_mission(s):
     parent_mission = s.mission_id
     parent = s.authorize(budgets={**MAX, "tokens": 300})
-    child_mission = s.c.ok("mission.create_child", {"title": "Figures", "childFailurePolicy":
-                                                    "block"}, workItemId=parent)[-1]["data"][
-        "childMissionId"]
-    s.mission_id = child_mission
+    child_mission = s.in_child_mission(parent)
     child_item, _ = s.running(budgets=MAX)
     s.w1.ok("usage.record", {"tokens": 250, "computeSeconds": 30},
             **s.lease_fields(child_item))

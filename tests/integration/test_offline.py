@@ -437,9 +437,7 @@ def test_a_grandparent_missions_overflow_refuses_the_charge_and_the_command(s, c
     sibling, _ = s.running(s.w2)
     s.w2.ok("usage.record", {"tokens": 80}, **s.lease_fields(sibling))
     parent = s.authorize()
-    s.mission_id = s.c.ok("mission.create_child", {"title": "Figures", "childFailurePolicy":
-                                                   "block"}, workItemId=parent)[-1]["data"][
-        "childMissionId"]
+    s.in_child_mission(parent)
     o = went_offline(s, clock)  # the child Mission's item: its own budgets allow 50 tokens
 
     error = assert_refused(s, lambda: o.send(binding=o.binding(usage={"tokens": 50})), 409,

@@ -66,10 +66,7 @@ def test_the_mission_budget_bounds_the_sum_of_its_items(db, clock):
 def test_usage_in_a_child_mission_is_charged_to_the_parent_item_too(db, clock):
     s = Scenario()
     parent = s.authorize(budgets={**MAX, "tokens": 300})
-    child_mission = s.c.ok("mission.create_child", {"title": "Figures", "childFailurePolicy":
-                                                    "block"}, workItemId=parent)[-1]["data"][
-        "childMissionId"]
-    s.mission_id = child_mission
+    s.in_child_mission(parent)
     child_item, _ = s.running(budgets=MAX)
 
     s.w1.ok("usage.record", {"tokens": 250}, **s.lease_fields(child_item))
