@@ -103,6 +103,11 @@ def evidence_matrix(viewer: Viewer, items: list) -> list:
     """Per WorkItem with a submission, per criterion: the worker's Evidence, the check,
     the reviewer Evidence and the verdict for the submitted contract revision, and the
     artifacts it cites with the review's hash verification."""
+    decided = {}  # item id -> its latest decision event, for all of them in one query
+    for event in Event.objects.filter(group_id=viewer.group_id,
+                                      work_item_id__in=[i.id for i in items],
+                                      type__in=DECISIONS).order_by("sequence"):
+        decided[event.work_item_id] = event
     matrix = []
     for item in items:
         if not item.submission:
@@ -113,6 +118,7 @@ def evidence_matrix(viewer: Viewer, items: list) -> list:
                      for a in artifacts_of(viewer, item) if a["submitted"]]
         matrix.append({"item": item, "criteria": criteria_rows(item), "artifacts": artifacts,
                        "revision": item.submission.get("contractRevision"),
+                       "decision": decided.get(item.id),
                        "verdict": ((item.review or {}).get("evaluation") or {}).get("verdict")})
     return matrix
 
@@ -166,7 +172,7 @@ def criteria_rows(item: state.WorkItem) -> list:
         basis = judged["basis"] if judged else "not evaluated yet"
         if decided and (not judged or judged["verdict"] == "pending"):
             basis = (f"not decided by the review: the submission was {item.state} before "
-                     "a reviewer gave Evidence (see the decision above)")
+                     "a reviewer gave Evidence (see the decision and its Evidence)")
         rows.append({
             "criterion": criterion,
             "submitted": [e for e in submission.get("evidence", [])

@@ -142,6 +142,7 @@ def test_approval_is_disabled_until_every_item_is_verified_then_given(scenario):
                        ready, re.S).group(1)
     assert 'data-criterion="ac1"' in matrix and 'data-criterion="ac2"' in matrix
     assert "Artifacts cited" in matrix
+    assert f"accepted by {s.c.principal}" in ready  # the decision, beside the Evidence
     assert not re.search(r'id="approve-mission" disabled', ready)
     assert approved.status_code == 302 and last_event(s).type == "mission.approved"
 
