@@ -293,6 +293,11 @@ MW_AUTHORITY_KEY = envstr("MW_AUTHORITY_KEY") or None
 # Where the authority key seed is kept when MW_AUTHORITY_KEY is not set.
 MW_AUTHORITY_KEY_FILE = Path(envstr("MW_AUTHORITY_KEY_FILE", str(MW_DATA_DIR / "authority.key")))
 
+# Fault injection for `make test-faults` only (apps/ledger/faults.py): the point of the
+# command transaction where the process kills itself, and how often. Empty: never.
+MW_FAULT_POINT = envstr("MW_FAULT_POINT", "")
+MW_FAULT_RATE = float(envstr("MW_FAULT_RATE", "1") or 1)
+
 # --- Blob store (PROTOCOL §5) ------------------------------------------------------------
 # Largest blob a PUT may carry, in bytes (PAYLOAD_TOO_LARGE above it). Blob bodies are
 # streamed, so DATA_UPLOAD_MAX_MEMORY_SIZE (MW_MAX_BODY_BYTES) does not apply to them.

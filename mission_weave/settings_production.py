@@ -43,3 +43,6 @@ X_FRAME_OPTIONS = "DENY"
 # Off unless asked for: a proxy or CDN serving STATIC_ROOT is the better choice, but the
 # shipped compose and k8s files set MW_SERVE_STATIC=true so the image works on its own.
 MW_SERVE_STATIC = envbool("MW_SERVE_STATIC", False)
+
+if MW_FAULT_POINT:  # noqa: F405 - a fault test's switch, never a production one
+    raise ImproperlyConfigured("MW_FAULT_POINT is for `make test-faults` only")

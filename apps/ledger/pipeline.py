@@ -25,7 +25,7 @@ from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import db, history, ports, publish
+from . import db, faults, history, ports, publish
 from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
 
@@ -101,6 +101,7 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
                 answer = Answer(rejection.http_status, rejection.as_json())
                 db.execute_batch([_record(group_id, command, fingerprint, answer, envelope, now)])
             else:
+                faults.reach("before_append")
                 own = [d for d in drafts if d.group_id in (None, group_id)]
                 events, writes = _append(group_id, head, view, own, command.actor, command.id,
                                          now)
@@ -111,6 +112,8 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
                 # takes the whole attempt back with it.
                 db.execute_batch(writes + [_record(group_id, command, fingerprint, answer,
                                                    None, now)])
+                faults.reach("after_append")
+            faults.reach("before_commit")
     except IntegrityError:
         # The command id was answered before (or just now, by a racing twin): the
         # unique constraint rolled this attempt back whole, so answer as we did then.
