@@ -31,6 +31,16 @@ log = logging.getLogger("mission_weave.sdk")
 CHUNK = 1 << 16
 
 
+# Transport failures before a request left this process: the server never saw it.
+NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
+
+
+def may_have_arrived(error: BaseException) -> bool:
+    """Whether a request that failed with `error` (a transport failure of `Client`) may
+    have reached the server, its answer lost: False only if no attempt was ever sent."""
+    return getattr(error, "request_sent", not isinstance(error, NEVER_SENT))
+
+
 class ApiError(Exception):
     """A PROTOCOL error answer (`{"error": {code, message, details}}`), or a client-side
     check that failed with the same vocabulary (HASH_MISMATCH on a download)."""
@@ -243,6 +253,7 @@ class Client:
     async def _request(self, method: str, path: str, *, retry: bool, json=None, params=None,
                        content_factory=None, headers: dict | None = None):
         attempts = self.retries + 1 if retry else 1
+        sent = False  # whether any attempt may have reached the server
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
@@ -251,7 +262,9 @@ class Client:
                     content=content_factory() if content_factory else None,
                     headers={**self.auth_headers(), **(headers or {})})
             except httpx.TransportError as error:
+                sent = sent or not isinstance(error, NEVER_SENT)
                 if last:
+                    error.request_sent = sent  # read by may_have_arrived()
                     raise
                 log.info("%s %s: %s; retrying", method, path, error)
             else:

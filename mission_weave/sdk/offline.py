@@ -13,6 +13,8 @@ in `bufferedAt` order.
 - `reconcile(client, buffer)`: send every buffered command, in order;
 - `Usage`: the usage delta a handler reports with `ctx.charge(...)`, taken once by the
   command that carries it, so that each delta is charged once;
+- `Meter`: the compute and wall-clock seconds one slot's handler used, measured, in
+  whole seconds, its fractions carried to the next command;
 - `OfflineError`: what a handler gets for an action that needs the service (submitting,
   publishing an artifact, starting work) while it is unreachable.
 
@@ -21,6 +23,8 @@ Nothing here talks to Django; worker.py wires it into the handler's context.
 
 import json
 import logging
+import time
+import types
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -95,6 +99,46 @@ class Usage:
         delta = self.peek()
         self.counts, self.money = {}, None
         return delta
+
+
+class Meter:
+    """The seconds one slot's handler used, for its usage delta (§11.5): wall-clock from
+    the start of the run, and compute as the CPU time of the event loop's thread while the
+    handler's own coroutine ran (`run` steps it; work it hands to other threads or
+    processes is not seen: charge that with `ctx.charge(computeSeconds=...)`). `take()`
+    gives the whole seconds since the last take; the fractions wait for the next one, so
+    the deltas of a run add up to its measured total, rounded down."""
+
+    def __init__(self, wall=time.monotonic, cpu=time.thread_time):
+        self._wall, self._cpu = wall, cpu
+        self.started = wall()
+        self.cpu_seconds = 0.0
+        self._taken = {"computeSeconds": 0, "wallClockSeconds": 0}
+
+    def take(self) -> dict:
+        totals = {"computeSeconds": int(self.cpu_seconds),
+                  "wallClockSeconds": int(self._wall() - self.started)}
+        delta = {name: totals[name] - self._taken[name] for name in totals}
+        self._taken = totals
+        return {name: value for name, value in delta.items() if value > 0}
+
+    @types.coroutine
+    def run(self, coroutine):
+        """Await `coroutine`, adding the CPU time of each of its steps to `cpu_seconds`.
+        What it awaits (futures, cancellation) passes through unchanged."""
+        send, error = None, None
+        while True:
+            started = self._cpu()
+            try:
+                yielded = coroutine.throw(error) if error is not None else coroutine.send(send)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self.cpu_seconds += self._cpu() - started
+            try:
+                send, error = (yield yielded), None
+            except BaseException as thrown:  # a cancellation, into the handler's await
+                send, error = None, thrown
 
 
 def binding(*, agent_id: str, group_id: str, work_item_id: str, session_epoch: int,
@@ -193,6 +237,24 @@ class OfflineBuffer:
                               "ORDER BY buffered_ts DESC, seq DESC LIMIT 1",
                               (lease_id,)).fetchone()
         return parse_time(json.loads(row[0])["bufferedAt"]) if row else None
+
+    def add_usage(self, group_id: str, work_item_id: str, lease_id: str, delta: dict) -> bool:
+        """Add `delta` to the binding of the first command buffered under the lease that
+        was never sent (a binding the server has seen cannot change); False if none."""
+        row = self.db.execute(
+            "SELECT seq, binding FROM buffered WHERE group_id = ? AND work_item_id = ? AND "
+            "lease_id = ? AND rebased IS NULL ORDER BY buffered_ts, seq LIMIT 1",
+            (group_id, work_item_id, lease_id)).fetchone()
+        if row is None:
+            return False
+        binding_ = json.loads(row[1])
+        usage = Usage()
+        usage.add(**binding_["usage"])
+        usage.add(**delta)
+        binding_["usage"] = usage.peek()
+        self.db.execute("UPDATE buffered SET binding = ? WHERE seq = ?",
+                        (json.dumps(binding_), row[0]))
+        return True
 
     def mark_rebased(self, entry: Buffered, envelope: dict) -> None:
         """Kept before it is sent: after a crash the same envelope is resent (a duplicate

@@ -54,7 +54,7 @@ from mission_weave.protocol.idempotency import idempotency_key
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 from . import admission, disclosure, offline, scheduler
-from .client import ApiError, Client, utcnow
+from .client import ApiError, Client, may_have_arrived, utcnow
 from .ids import uuid7
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
@@ -119,6 +119,11 @@ class WorkContext:
         # called with each too, when the handler sets it).
         self.session_epoch = getattr(self.client, "session_epoch", None)
         self.usage = offline.Usage()
+        # The handler's seconds, measured when the worker measures usage; and a
+        # usage.record whose answer was lost with the connection, (envelope, delta), until
+        # the reconnection tells whether it was charged.
+        self.meter = offline.Meter() if worker.measure_usage else None
+        self.unsettled: tuple[dict, dict] | None = None
         self.refusals: list[ApiError] = []
         self.on_refusal: Callable | None = None
         self.submitted = False  # the handler submitted with ctx.submit()
@@ -181,17 +186,48 @@ class WorkContext:
         command that carries it."""
         self.usage.add(tokens=tokens, toolCalls=toolCalls, sideEffects=sideEffects, **more)
 
-    async def _charge_now(self) -> None:
-        if self.usage:
-            await self.client.command(self.group_id, "usage.record", self.usage.peek(),
-                                      **self._lease_fields())
-            self.usage.take()
+    def _measured(self) -> None:
+        """Add the handler's measured seconds since the last charge to the usage."""
+        if self.meter is not None:
+            self.usage.add(**self.meter.take())
+
+    async def _charge_now(self, final: bool = False) -> None:
+        """Charge the usage delta (`usage.record`) before the next command; `final` (the
+        lease is being released or the result submitted) adds the measured seconds.
+        Online, measured seconds ride on charges only, so reports cost no extra command."""
+        if final:
+            self._measured()
+        if not self.usage:
+            return
+        delta = self.usage.take()
+        try:
+            for refresh in (False, True):
+                member = await self.client.membership(self.group_id, refresh=refresh)
+                envelope = self.client.envelope(self.group_id, "usage.record", delta,
+                                                member["membershipEpoch"],
+                                                **self._lease_fields())
+                try:
+                    await self.client.send(self.group_id, envelope)
+                    return
+                except ApiError as error:
+                    if error.code != "STALE_MEMBERSHIP" or refresh:
+                        raise
+        except offline.UNREACHABLE as error:
+            if may_have_arrived(error):
+                self.unsettled = (envelope, delta)  # charged or not: the reconnection tells
+            else:
+                self.usage.add(**delta)  # never sent: it goes with the next command
+            raise
+        except ApiError:
+            self.usage.add(**delta)  # refused, so not charged: it goes with the next one
+            raise
 
     async def _report(self, type_: str, body: dict) -> dict:
         """Send a report of work under way, or, with offline execution enabled and the
         service unreachable, buffer it (durably, with the binding) until the reconnection."""
+        final = type_ in RELEASING
         if not self.worker.offline_enabled:
-            await self._charge_now()
+            await self._charge_now(final)
             return await self.client.command(self.group_id, type_, body,
                                              **self._lease_fields())
         await self.worker._until_reconciled()
@@ -199,7 +235,7 @@ class WorkContext:
             return self._buffer(type_, body)
         command_id = uuid7()  # kept if it is buffered: a lost answer is not a second report
         try:
-            await self._charge_now()
+            await self._charge_now(final)
             try:
                 return await self.client.command(self.group_id, type_, body, id=command_id,
                                                  **self._lease_fields())
@@ -219,6 +255,7 @@ class WorkContext:
         if now > self.grace_deadline:
             raise OfflineError(f"cannot buffer {type_} for {self.work_item_id}: its grace "
                                f"deadline {format_time(self.grace_deadline)} has passed")
+        self._measured()  # each buffered command carries the seconds since the one before
         last = self.worker.buffer.last_buffered_at(self.lease_id)
         now = max(now, last) if last else now  # bufferedAt never goes back under a lease
         binding = offline.binding(
@@ -248,7 +285,7 @@ class WorkContext:
         await self._require_online(f"submitting {self.work_item_id}")
         self._finishing = True
         try:
-            await self._charge_now()
+            await self._charge_now(final=True)
             answer = await self.client.command(self.group_id, "work.submit", {
                 "contractRevision": self.contract_revision, "artifacts": list(artifacts),
                 "evidence": list(evidence)}, **self._lease_fields())
@@ -269,6 +306,12 @@ class WorkContext:
         """Report progress; offline (when enabled) it is buffered, `{"buffered": true,
         ...}` is returned, and it is sent on reconnection."""
         return await self._report("work.progress", {"phase": phase, **progress})
+
+    async def post(self, text: str, kind: str = "message") -> dict:
+        """Post to the WorkItem's Conversation (`conversation.post`): a `message`, or an
+        `ambiguity` (which blocks acceptance until a revision clears it, §10.1). Offline
+        (when enabled) it is buffered like a progress report."""
+        return await self._report("conversation.post", {"kind": kind, "text": text})
 
     async def checkpoint(self, phase: str, state_artifact: str | None = None,
                          **progress) -> dict:
@@ -341,6 +384,9 @@ class WorkContext:
         return name
 
 
+RELEASING = frozenset({"work.checkpoint", "work.block"})  # reports that end the lease
+
+
 def _capability_version(contract: dict) -> str | None:
     capabilities = contract.get("capabilities") or []
     return capabilities[0]["version"] if capabilities else None
@@ -356,7 +402,8 @@ class Worker:
                  start_window_seconds: int = START_WINDOW_SECONDS,
                  estimate_seconds: Callable[[dict], float] | None = None,
                  estimate_cost: Callable[[dict], dict] | None = None,
-                 offline_grace_seconds: float | None = None):
+                 offline_grace_seconds: float | None = None,
+                 measure_usage: bool | None = None):
         """Admission control (admission.py) takes: `capability_ranges` ({capability id:
         version range} this worker accepts besides the card's exact versions), `needs`
         ({"tools"|"data"|"operations": names} its handler uses, which a contract's
@@ -371,7 +418,12 @@ class Worker:
         (`offline.DEFAULT_GRACE_SECONDS`, the server's default, is what to pass unless
         the server is configured otherwise: it does not advertise its own). None (the
         default) keeps the plain behaviour: the lease is lost when renewals cannot reach
-        the server before it expires."""
+        the server before it expires.
+
+        `measure_usage` (default: on with offline execution) charges each run's measured
+        compute and wall-clock seconds (offline.Meter) with its usage: offline on every
+        buffered command, online with the charge before its checkpoint, block, submission
+        or failure."""
         self.client, self.groups, self.handler = client, groups, handler
         self.capability_ranges = dict(capability_ranges or {})
         for spec in self.capability_ranges.values():
@@ -407,6 +459,7 @@ class Worker:
         self.ready = asyncio.Event()
         self.offline_grace_seconds = offline_grace_seconds
         self.offline_enabled = offline_grace_seconds is not None
+        self.measure_usage = self.offline_enabled if measure_usage is None else measure_usage
         self.buffer = offline.OfflineBuffer(offline.OfflineBuffer.path_beside(cursor_path)) \
             if self.offline_enabled else None
         self.offline_since = None  # when the service was found unreachable; None online
@@ -735,7 +788,8 @@ class Worker:
                            "submitted")
 
         renewal = asyncio.create_task(self._renew(ctx))
-        task = ctx._task = asyncio.create_task(self.handler(ctx))
+        run = self.handler(ctx)
+        task = ctx._task = asyncio.create_task(ctx.meter.run(run) if ctx.meter else run)
         try:
             try:
                 await asyncio.wait({task})
@@ -774,6 +828,7 @@ class Worker:
             log.warning("handler failed on %s: %r", ctx.work_item_id, error)
             criteria = [c["id"] for c in ctx.contract.get("acceptanceCriteria", [])]
             evidence = ctx.evidence(criteria, "handler", f"failed: {error!r}"[:9000])
+            await self._charge_before_failing(ctx)
             await self.client.command(ctx.group_id, "work.fail",
                                       {"evidence": [evidence], "reason": str(error)[:9000]
                                        or type(error).__name__}, **lease)
@@ -789,7 +844,7 @@ class Worker:
                            f"{ctx.work_item_id} and did not checkpoint or block it; it stays "
                            "active until its lease expires")
         try:
-            await ctx._charge_now()
+            await ctx._charge_now(final=True)
             await self.client.command(ctx.group_id, "work.submit", {
                 "contractRevision": ctx.contract_revision,
                 "artifacts": list(result.get("artifacts", [])),
@@ -801,6 +856,14 @@ class Worker:
         self.submitted.append((ctx.group_id, ctx.work_item_id))
         log.info("submitted %s", ctx.work_item_id)
         return outcome("submitted", True, f"submitted {ctx.work_item_id}")
+
+    async def _charge_before_failing(self, ctx: WorkContext) -> None:
+        """A failed attempt cost what it cost; a refused charge does not stop the failure."""
+        try:
+            await ctx._charge_now(final=True)
+        except ApiError as error:
+            log.warning("charging %s before failing it was refused: %s", ctx.work_item_id,
+                        error)
 
     async def _submission_refused(self, ctx: WorkContext, error: ApiError, outcome) -> Outcome:
         """The server refused `work.submit`: an error for the caller, and the item is
@@ -815,6 +878,7 @@ class Worker:
         criteria = [c["id"] for c in ctx.contract.get("acceptanceCriteria", [])]
         evidence = ctx.evidence(criteria, "submission-refused",
                                 f"fail: {error.code} {error.message}"[:9000])
+        await self._charge_before_failing(ctx)
         try:
             await self.client.command(ctx.group_id, "work.fail", {
                 "evidence": [evidence], "reason": f"submission refused: {error.code}"},
@@ -931,7 +995,11 @@ class Worker:
         lease; only then are reports sent, and submissions made, again."""
         await self.client.open_session()
         self.reconnecting = True
-        self._take_reconciled(await offline.reconcile(self.client, self.buffer))
+        for ctx in self._contexts():
+            await self._settle(ctx)
+        results = await offline.reconcile(self.client, self.buffer)
+        self._take_reconciled(results)
+        await self._seen(results)
         for ctx in self._contexts():
             await self._resume(ctx)
         log.info("reconnected (session %s) and reconciled; offline since %s",
@@ -939,6 +1007,23 @@ class Worker:
         self.offline_since, self.reconnecting = None, False
         self.online.set()
         self.wake.set()
+
+    async def _seen(self, results: list, timeout: float = 10.0) -> None:
+        """Wait (bounded) until the Inbox has folded in the reconciled commands' events,
+        so that what starts next starts from them: a buffered checkpoint is where the
+        owner's next run begins (ctx.last_checkpoint)."""
+        heads = {}
+        for result in results:
+            for event in (result.answer or {}).get("events", []):
+                heads[event["groupId"]] = max(heads.get(event["groupId"], 0),
+                                              event["sequence"])
+        deadline = asyncio.get_running_loop().time() + timeout
+        while any(self.work[g].applied < head for g, head in heads.items() if g in self.work):
+            if asyncio.get_running_loop().time() > deadline:
+                log.warning("the reconciled events were not seen within %.0f s; going on",
+                            timeout)
+                return
+            await asyncio.sleep(0.05)
 
     def _take_reconciled(self, results: list) -> None:
         """Each refusal goes to the handler of its item (ctx.refusals, ctx.on_refusal);
@@ -958,6 +1043,30 @@ class Worker:
             if result.error.code == "OWNER_CHANGED":
                 ctx._lose_lease(f"buffered {result.entry.type} refused: OWNER_CHANGED "
                                 f"{result.error.message}", force=True)
+
+    async def _settle(self, ctx: WorkContext) -> None:
+        """A usage.record whose answer the disconnection lost, sent again as it was
+        before anything buffered: answered as a duplicate, it was charged; refused
+        (STALE_SESSION: it never will be), its delta goes into the binding of the first
+        command buffered under that lease, else with ctx's next command under the new
+        lease. So each delta is charged once."""
+        if ctx.unsettled is None:
+            return
+        (envelope, delta), ctx.unsettled = ctx.unsettled, None
+        try:
+            await self.client.send(ctx.group_id, envelope)
+            return
+        except ApiError as error:
+            if error.status >= 500 or error.status == 429:
+                ctx.unsettled = (envelope, delta)
+                raise
+        if self.buffer.add_usage(ctx.group_id, ctx.work_item_id, envelope["leaseId"], delta):
+            return
+        if ctx.checkpointed or ctx.lease_lost is not None:
+            log.warning("usage of %s not charged: %s went with the connection and its lease "
+                        "has ended", ctx.work_item_id, delta)
+            return
+        ctx.usage.add(**delta)
 
     async def _resume(self, ctx: WorkContext) -> None:
         """The reconnection revoked ctx's lease: start the item again (same ownership

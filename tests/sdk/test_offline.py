@@ -5,6 +5,7 @@ its progress with the binding and its charge, reconnects, reconciles (every buff
 progress exactly once, in order, charged) and only then submits."""
 
 import asyncio
+import time
 from datetime import datetime, timedelta, timezone
 
 import httpx
@@ -275,7 +276,9 @@ def test_progress_buffered_offline_lands_once_in_order_with_its_charge(live_grou
             events = (await c.events(g, 0))["events"]
             return worker, buffered, events, await c.work_item(g, "offline")
 
+    started = time.monotonic()
     worker, buffered, events, item = run(go(), 90)
+    elapsed = time.monotonic() - started
 
     assert isinstance(seen["submit"], OfflineError) and seen["offline"]
     assert all(a["buffered"] for a in seen["answers"]) and buffered == 3
@@ -287,13 +290,22 @@ def test_progress_buffered_offline_lands_once_in_order_with_its_charge(live_grou
     assert [e["commandId"] for e in reported] == \
         [a["commandId"] for a in seen["answers"]]  # the buffered ids, each once
     charged = [e for e in mine if e["type"] == USAGE_RECORDED]
-    assert [e["data"]["delta"] for e in charged] == \
-        [{"tokens": 100, "toolCalls": 1}, {"tokens": 200, "toolCalls": 1},
-         {"tokens": 300, "toolCalls": 1}]
-    for usage, progress in zip(charged, reported):
-        assert usage["sequence"] == progress["sequence"] - 1  # charged, then applied
-        assert progress["data"]["offline"]["leaseId"] == usage["data"]["leaseId"]
+    # Each charge once, whichever command carried it: a buffered one its binding's, or
+    # (the first report, tried before the worker knew it was offline, whose usage.record
+    # lost its answer) the charge settled after the reconnection.
+    assert sum(e["data"]["delta"].get("tokens", 0) for e in charged) == 600
+    assert sum(e["data"]["delta"].get("toolCalls", 0) for e in charged) == 3
+    by_sequence = {e["sequence"]: e for e in mine}
+    for usage in (e for e in charged if "offline" in e["data"]):
+        applied = by_sequence[usage["sequence"] + 1]  # charged, then applied
+        assert applied["type"] == "work.progress_reported"
+        assert applied["data"]["offline"] == usage["data"]["offline"]
+    assert {e["data"]["offline"]["bufferedAt"] for e in charged if "offline" in e["data"]} \
+        <= {e["data"]["offline"]["bufferedAt"] for e in reported}
     assert item["usage"]["tokens"] == 600 and item["usage"]["toolCalls"] == 3
+    # Measured by the worker: the handler waited 1.5 s online and longer offline.
+    wall = sum(e["data"]["delta"].get("wallClockSeconds", 0) for e in charged)
+    assert 1 <= wall <= elapsed and item["usage"].get("wallClockSeconds", 0) == wall
     types = [e["type"] for e in mine]
     # reconciled before the item started again, and submitted only under the new lease
     assert types.index("lease.revoked") < types.index("work.progress_reported")
@@ -342,3 +354,283 @@ def test_a_handler_that_outlives_the_grace_deadline_is_cancelled(live_group, tmp
     assert worker.outcome.state == "lease-lost"
     assert "grace deadline" in worker.outcome.message
     assert len(worker.buffer) == 1  # kept: reconciled at the worker's next start
+
+
+async def offline_worker(live_group, handler, body, tmp_path, **options):
+    """Run `body(coordinator_client, worker, proxy)` beside a Worker with offline
+    execution that reaches the server through a proxy the test can take down."""
+    proxy = Switch(target_port(live_group))
+    url = await behind(live_group, proxy)
+    w1 = live_group.workers[0]
+    async with live_group.client(live_group.coordinator) as c, \
+            Client(url, w1.key, retries=1, backoff_seconds=0.05) as wc:
+        await c.open_session()
+        worker = Worker(wc, [live_group.group_id], lambda ctx: handler(ctx, proxy),
+                        tmp_path / "w.sqlite3", tick_seconds=0.2, lease_seconds=30,
+                        transport="http", offline_grace_seconds=off.DEFAULT_GRACE_SECONDS,
+                        **options)
+        worker.reconnect_seconds = 0.2
+        stop = asyncio.Event()
+        task = asyncio.create_task(worker.run(stop))
+        await asyncio.wait_for(worker.ready.wait(), 20)
+        try:
+            return await body(c, worker, proxy)
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 20)
+            await proxy.close()
+
+
+@pytestmark_live
+def test_a_checkpoint_buffered_offline_is_where_the_owner_starts_again(live_group, tmp_path):
+    from apps.ledger.verify import verify_group
+    from tests.sdk.test_live import delivered, until
+
+    g, w1 = live_group.group_id, live_group.workers[0]
+    runs, seen = [], {}
+
+    async def handle(ctx, proxy):
+        runs.append(ctx.last_checkpoint)
+        if ctx.last_checkpoint:  # started again, from the checkpoint buffered offline
+            return await delivered(ctx)
+        proxy.go_down()
+        seen["posted"] = await ctx.post("the source is down; going on from the cache")
+        seen["checkpointed"] = await ctx.checkpoint("halfway", milestones=["cached"])
+        proxy.down = False  # the worker reconnects and reconciles both
+
+    async def body(c, worker, proxy):
+        await mission(c, g, {"resumable": []})
+        await offer(c, g, "resumable", w1.name)
+
+        async def submitted():
+            item = await c.work_item(g, "resumable")
+            return item if item["state"] == "submitted" else None
+        item = await until(submitted, 40)
+        return item, (await c.events(g, 0))["events"]
+
+    item, events = run(offline_worker(live_group, handle, body, tmp_path), 90)
+
+    assert seen["posted"]["buffered"] and seen["checkpointed"]["buffered"]
+    assert runs[0] is None and runs[1]["progress"]["phase"] == "halfway"
+    mine = [e for e in events if e.get("workItemId") == "resumable"]
+    types = [e["type"] for e in mine]
+    posted = next(e for e in mine if e["type"] == "conversation.message_posted")
+    checkpointed = next(e for e in mine if e["type"] == "work.checkpointed")
+    assert posted["commandId"] == seen["posted"]["commandId"]
+    assert checkpointed["commandId"] == seen["checkpointed"]["commandId"]
+    assert posted["data"]["text"] == "the source is down; going on from the cache"
+    # Both reconciled against the lease the reconnection revoked, in the order buffered,
+    # before the owner started again from the checkpoint under a new lease.
+    first_lease = mine[types.index("work.started")]["data"]["leaseId"]
+    assert posted["data"]["offline"]["leaseId"] == checkpointed["data"]["offline"]["leaseId"] \
+        == first_lease
+    assert types.index("lease.revoked") < types.index("conversation.message_posted") \
+        < types.index("work.checkpointed")
+    restarted = [e for e in mine if e["type"] == "work.started"][-1]
+    assert restarted["sequence"] > checkpointed["sequence"]
+    assert restarted["data"]["leaseId"] != first_lease
+    assert item["lastCheckpoint"]["progress"]["phase"] == "halfway"
+    assert types.count("work.submitted") == 1
+    assert verify_group(g) == []
+
+
+@pytestmark_live
+def test_a_block_buffered_offline_blocks_the_item_on_reconnection(live_group, tmp_path):
+    from apps.ledger.verify import verify_group
+    from tests.sdk.test_live import until
+
+    g, w1 = live_group.group_id, live_group.workers[0]
+    seen = {}
+
+    async def handle(ctx, proxy):
+        proxy.go_down()
+        ctx.charge(tokens=40)
+        seen["blocked"] = await ctx.block("the API key for the archive", "waiting",
+                                          milestones=["asked"])
+        proxy.down = False
+
+    async def body(c, worker, proxy):
+        await mission(c, g, {"stuck": []})
+        await offer(c, g, "stuck", w1.name)
+
+        async def blocked():
+            item = await c.work_item(g, "stuck")
+            return item if item["state"] == "blocked" else None
+        item = await until(blocked, 40)
+        await until(lambda: worker.buffer is not None and len(worker.buffer) == 0)
+        return item, (await c.events(g, 0))["events"]
+
+    item, events = run(offline_worker(live_group, handle, body, tmp_path), 90)
+
+    assert seen["blocked"]["buffered"]
+    mine = [e for e in events if e.get("workItemId") == "stuck"]
+    block = next(e for e in mine if e["type"] == "work.blocked")
+    assert block["commandId"] == seen["blocked"]["commandId"]
+    assert block["data"]["requiredResolution"] == "the API key for the archive"
+    assert block["data"]["offline"]["leaseId"] == \
+        next(e for e in mine if e["type"] == "work.started")["data"]["leaseId"]
+    charge = next(e for e in mine if e["type"] == USAGE_RECORDED)
+    assert charge["sequence"] == block["sequence"] - 1 and charge["data"]["delta"]["tokens"] == 40
+    assert item["lastCheckpoint"]["progress"]["phase"] == "waiting"
+    assert item["usage"]["tokens"] == 40
+    assert verify_group(g) == []
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_meter_gives_whole_seconds_and_carries_the_fractions():
+    wall, cpu = Clock(), Clock()
+    meter = off.Meter(wall=wall, cpu=cpu)
+    wall.now, meter.cpu_seconds = 1.6, 0.7
+    assert meter.take() == {"wallClockSeconds": 1}
+    wall.now, meter.cpu_seconds = 2.5, 1.4
+    assert meter.take() == {"wallClockSeconds": 1, "computeSeconds": 1}
+    assert meter.take() == {}  # nothing new: nothing charged twice
+
+
+def test_the_meter_counts_the_handlers_own_steps_only():
+    cpu = Clock()
+    meter = off.Meter(wall=Clock(), cpu=cpu)
+
+    async def handler():
+        cpu.now += 2.0  # the handler computes
+        await asyncio.sleep(0)
+        cpu.now += 0.5
+        return "done"
+
+    async def elsewhere():
+        await asyncio.sleep(0)
+        cpu.now += 10.0  # another task, while the handler waits: not the handler's
+
+    async def both():
+        other = asyncio.create_task(elsewhere())
+        result = await asyncio.create_task(meter.run(handler()))
+        await other
+        return result
+
+    assert asyncio.run(both()) == "done"
+    assert meter.cpu_seconds == 2.5
+
+
+def test_a_cancellation_reaches_the_metered_handler():
+    meter = off.Meter()
+    caught = []
+
+    async def handler():
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError:
+            caught.append(True)
+            raise
+
+    async def go():
+        task = asyncio.create_task(meter.run(handler()))
+        await asyncio.sleep(0.01)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(go())
+    assert caught == [True]
+
+
+class Charging:
+    """A client whose `send` follows a script: each entry an exception to raise or an
+    answer to give, in order."""
+
+    def __init__(self, *script):
+        self.inner = Client("http://127.0.0.1:9", key())
+        self.inner.session_epoch = self.session_epoch = 5
+        self.agent_id, self.principal = "worker-1", "agent:worker-1"
+        self.script, self.sent = list(script), []
+
+    def envelope(self, *args, **kwargs):
+        return self.inner.envelope(*args, **kwargs)
+
+    async def membership(self, group_id, refresh=False):
+        return {"membershipEpoch": 1}
+
+    async def send(self, group_id, envelope):
+        self.sent.append(envelope)
+        step = self.script.pop(0)
+        if isinstance(step, BaseException):
+            raise step
+        return step
+
+
+def a_context(client, tmp_path):
+    from mission_weave.sdk.queues import Item
+    from mission_weave.sdk.scheduler import Assignment
+    from mission_weave.sdk.worker import WorkContext
+
+    worker = Worker(client, [G], None, tmp_path / "w.sqlite3", offline_grace_seconds=300,
+                    measure_usage=False)
+    item = Item(id="research", mission_id="m1", contract={}, contract_revision=1)
+    assignment = Assignment("slot-1", G, "m1", "research", 2, T0, {}, {})
+    return worker, WorkContext(worker, G, item, assignment, "lease-1", None)
+
+
+LOST = httpx.ReadError("the connection closed before the answer")
+NEVER_SENT = httpx.ConnectError("connection refused")
+CHARGED = {"events": [{"type": USAGE_RECORDED}], "duplicate": True}
+
+
+def test_a_charge_that_never_left_goes_with_the_next_command(tmp_path):
+    client = Charging(NEVER_SENT)
+    _, ctx = a_context(client, tmp_path)
+    ctx.charge(tokens=50)
+    with pytest.raises(httpx.ConnectError):
+        run(ctx._charge_now(), 5)
+    assert ctx.unsettled is None and ctx.usage.peek() == {"tokens": 50}
+
+
+def test_a_charge_whose_answer_was_lost_and_that_was_decided_is_not_charged_again(tmp_path):
+    client = Charging(LOST, CHARGED)
+    worker, ctx = a_context(client, tmp_path)
+    ctx.charge(tokens=50)
+    with pytest.raises(httpx.ReadError):
+        run(ctx._charge_now(), 5)
+    assert ctx.unsettled is not None and not ctx.usage
+
+    run(worker._settle(ctx), 5)
+
+    assert client.sent[1] == client.sent[0]  # the same envelope, so a duplicate
+    assert ctx.unsettled is None and not ctx.usage
+
+
+def test_a_charge_whose_answer_was_lost_and_that_was_never_decided_goes_again(tmp_path):
+    stale = ApiError(401, "STALE_SESSION", "a newer session exists", {})
+    client = Charging(LOST, stale)
+    worker, ctx = a_context(client, tmp_path)
+    ctx.charge(tokens=50, toolCalls=2)
+    with pytest.raises(httpx.ReadError):
+        run(ctx._charge_now(), 5)
+
+    run(worker._settle(ctx), 5)
+
+    assert ctx.unsettled is None and ctx.usage.peek() == {"tokens": 50, "toolCalls": 2}
+
+
+def test_a_lost_charge_never_decided_goes_into_the_first_binding_not_yet_sent(tmp_path):
+    stale = ApiError(401, "STALE_SESSION", "a newer session exists", {})
+    client = Charging(LOST, stale)
+    worker, ctx = a_context(client, tmp_path)
+    fill(worker.buffer, ("research", "offline-1", 60), ("research", "offline-2", 70))
+    ctx.charge(tokens=50)
+    with pytest.raises(httpx.ReadError):
+        run(ctx._charge_now(), 5)
+
+    run(worker._settle(ctx), 5)
+
+    first, second = worker.buffer.pending()
+    assert first.binding["usage"] == {"tokens": 10 + 50}  # its own, and the lost charge
+    assert second.binding["usage"] == {"tokens": 10}
+    assert not ctx.usage and ctx.unsettled is None
