@@ -279,6 +279,17 @@ class WorkContext:
                                    f"reached; only progress and checkpoints are buffered "
                                    f"offline (§11.5)")
 
+    def capability(self, side_effect: bool = True) -> dict | None:
+        """The lease's capability token (`{id, bearer, scopes, expiresAt, ...}`) for a
+        call to a tool. Offline, a call with a side effect (irreversible or visible
+        outside) must wait for the reconnection (§11.5): OfflineError unless the caller
+        says it has none (`side_effect=False`: a read, a reversible step)."""
+        if side_effect and self.offline:
+            raise OfflineError(f"a side effect under {self.work_item_id}'s capability token "
+                               f"needs the Group service, which cannot be reached (§11.5); "
+                               f"only reversible work goes on offline")
+        return self.capability_token
+
     async def submit(self, evidence, artifacts=()) -> dict:
         """Submit now, under this lease (else the worker submits what the handler
         returns). Raises OfflineError while the service cannot be reached."""

@@ -634,3 +634,13 @@ def test_a_lost_charge_never_decided_goes_into_the_first_binding_not_yet_sent(tm
     assert first.binding["usage"] == {"tokens": 10 + 50}  # its own, and the lost charge
     assert second.binding["usage"] == {"tokens": 10}
     assert not ctx.usage and ctx.unsettled is None
+
+
+def test_the_capability_token_is_not_for_side_effects_offline(tmp_path):
+    worker, ctx = a_context(Charging(), tmp_path)
+    ctx.capability_token = {"id": "cap-1", "bearer": "secret"}
+    assert ctx.capability() == {"id": "cap-1", "bearer": "secret"}
+    worker.offline_since = T0
+    with pytest.raises(OfflineError, match="side effect"):
+        ctx.capability()
+    assert ctx.capability(side_effect=False)["id"] == "cap-1"  # a read goes on
