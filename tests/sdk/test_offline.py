@@ -354,6 +354,8 @@ def test_a_handler_that_outlives_the_grace_deadline_is_cancelled(live_group, tmp
     assert worker.outcome.state == "lease-lost"
     assert "grace deadline" in worker.outcome.message
     assert len(worker.buffer) == 1  # kept: reconciled at the worker's next start
+    from apps.ledger.verify import verify_group
+    assert verify_group(g) == []
 
 
 async def offline_worker(live_group, handler, body, tmp_path, **options):
