@@ -32,6 +32,23 @@ reset: venv
 test: venv
 	@$(SERVICES) && $(PY) manage.py makemigrations --check --dry-run && $(PY) -m pytest
 
+# The fault tests (tests/faults/, left out of `make test`): workers, the web process, a
+# private PostgreSQL and Redis and Celery workers killed or restarted under load, and the
+# scale-out run. About 4 minutes on 2 cores; each test prints its figure, and the run
+# ends with all of them.
+.PHONY: test-faults
+test-faults: venv
+	@$(SERVICES) && MW_FAULT_TESTS=1 $(PY) -m pytest tests/faults
+
+# The full schemathesis run (tests/hostile/test_schemathesis.py; `make test` runs 300 cases
+# of it): MW_HOSTILE_CASES generated requests, about 25 minutes for 50,000 on 2 cores. It
+# prints the totals (cases, cases/s, failures by check) and the seed (MW_HOSTILE_SEED).
+MW_HOSTILE_CASES ?= 50000
+.PHONY: test-hostile
+test-hostile: venv
+	@$(SERVICES) && MW_HOSTILE_CASES=$(MW_HOSTILE_CASES) LOG_LEVEL=WARNING $(PY) -m pytest \
+		tests/hostile/test_schemathesis.py
+
 bench: venv
 	@$(SERVICES) && $(PY) manage.py migrate --noinput && $(PY) manage.py mw_bench
 

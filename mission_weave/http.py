@@ -6,9 +6,13 @@ request) and start a fresh thread for every request. This handler instead loads 
 middleware in synchronous mode and runs the whole request, middleware and view, in
 one call on a pool thread; daphne's event loop only moves bytes. WebSockets are not
 affected (Channels consumers are mounted beside it in mission_weave/asgi.py).
+
+In a daphne process it also gives every HTTP request a deadline to arrive (see
+install_read_deadlines): twisted alone would wait forever for a request trickled in.
 """
 
 import asyncio
+import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
@@ -19,6 +23,108 @@ from django.http import FileResponse
 from mission_weave import daphne_blobs
 
 daphne_blobs.install()
+
+
+# --- read deadlines: slow-loris requests ------------------------------------------------
+
+_LATE = (b'{"error": {"code": "VALIDATION_ERROR", "message": "the request did not arrive '
+         b'in time", "details": {}}}')
+TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
+             b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_LATE), _LATE))
+
+
+def install_read_deadlines() -> None:
+    """Patch twisted's HTTP/1.1 channel, once, in a daphne process. Twisted's only timeout
+    is an idle one that every byte resets, so a client that trickles a request's headers
+    or body a byte at a time holds its connection (and a socket) for ever. Here the
+    request line and headers must arrive within MW_HTTP_HEADER_TIMEOUT_SECONDS of their
+    first byte, and a body within MW_HTTP_BODY_TIMEOUT_SECONDS plus a second per
+    MW_HTTP_BODY_MIN_RATE bytes received (a large upload at a fair rate keeps going);
+    a late one gets 408 and the connection is closed. MW_HTTP_IDLE_TIMEOUT_SECONDS is
+    twisted's idle timeout. WebSockets leave the channel at their upgrade, unaffected."""
+    if "daphne.server" not in sys.modules:  # a test client, a management command
+        return
+    from twisted.web.http import HTTPChannel
+
+    if getattr(HTTPChannel, "_mw_deadlines", False):
+        return
+    HTTPChannel._mw_deadlines = True
+    HTTPChannel._mw_call = None  # the pending check while a request is being read
+    made, received, raw, headers, content, lost = (
+        HTTPChannel.connectionMade, HTTPChannel.dataReceived, HTTPChannel.rawDataReceived,
+        HTTPChannel.allHeadersReceived, HTTPChannel.allContentReceived,
+        HTTPChannel.connectionLost)
+
+    def arm(channel, seconds: int) -> None:
+        disarm(channel)
+        if seconds > 0:
+            channel._mw_deadline = _now() + seconds
+            channel._mw_call = channel.callLater(seconds, lambda: check(channel))
+
+    def disarm(channel) -> None:
+        if channel._mw_call is not None:
+            if channel._mw_call.active():
+                channel._mw_call.cancel()
+            channel._mw_call = None
+
+    def check(channel) -> None:
+        channel._mw_call = None
+        left = channel._mw_deadline - _now()
+        if left > 0:  # the body earned more time since
+            channel._mw_call = channel.callLater(left, lambda: check(channel))
+            return
+        if channel.transport is not None:
+            channel.transport.write(TIMED_OUT)
+            channel.timeoutConnection()  # close, and abort if the client will not let go
+
+    def connection_made(self):
+        self.timeOut = settings.MW_HTTP_IDLE_TIMEOUT_SECONDS or None
+        return made(self)
+
+    def data_received(self, data):
+        # The first byte of a request (not one pipelined behind a response in progress).
+        if self._mw_call is None and not self._handlingRequest:
+            arm(self, settings.MW_HTTP_HEADER_TIMEOUT_SECONDS)
+        return received(self, data)
+
+    def all_headers_received(self):
+        if self._mw_call is not None:
+            arm(self, settings.MW_HTTP_BODY_TIMEOUT_SECONDS)
+            self._mw_body_base, self._mw_body_bytes = self._mw_deadline, 0
+        return headers(self)
+
+    def raw_data_received(self, data):
+        if self._mw_call is not None and not self._handlingRequest:
+            self._mw_body_bytes += len(data)
+            rate = settings.MW_HTTP_BODY_MIN_RATE
+            if rate > 0:
+                self._mw_deadline = max(self._mw_deadline,
+                                        self._mw_body_base + self._mw_body_bytes / rate)
+        return raw(self, data)
+
+    def all_content_received(self):
+        disarm(self)
+        return content(self)
+
+    def connection_lost(self, reason):
+        disarm(self)
+        return lost(self, reason)
+
+    HTTPChannel.connectionMade = connection_made
+    HTTPChannel.dataReceived = data_received
+    HTTPChannel.allHeadersReceived = all_headers_received
+    HTTPChannel.rawDataReceived = raw_data_received
+    HTTPChannel.allContentReceived = all_content_received
+    HTTPChannel.connectionLost = connection_lost
+
+
+def _now() -> float:
+    from twisted.internet import reactor
+
+    return reactor.seconds()
+
+
+install_read_deadlines()
 
 
 class PooledSyncASGIHandler(ASGIHandler):

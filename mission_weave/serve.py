@@ -6,7 +6,8 @@ accepts from it (`--fd`); the parent stops them all on SIGINT/SIGTERM.
 
     python -m mission_weave.serve --workers 2 --host 127.0.0.1 --port 8000 [daphne options]
 
-Options it does not know (e.g. --proxy-headers) are passed on to each daphne.
+Options it does not know (e.g. --proxy-headers) are passed on to each daphne, after the
+ones it derives from the settings (WebSocket pings), which they override.
 """
 
 import argparse
@@ -27,6 +28,17 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def daphne_limits() -> list[str]:
+    """daphne's options for what the settings limit (docs/operations.md, "Limits"): an idle
+    WebSocket is pinged after MW_WS_PING_INTERVAL_SECONDS without a frame from its client,
+    and closed when the pong has not come MW_WS_PING_TIMEOUT_SECONDS later."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mission_weave.settings")
+    from django.conf import settings
+
+    return ["--ping-interval", str(settings.MW_WS_PING_INTERVAL_SECONDS),
+            "--ping-timeout", str(settings.MW_WS_PING_TIMEOUT_SECONDS)]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workers", type=int, default=int(os.getenv("MW_WEB_WORKERS", "1")))
@@ -37,7 +49,8 @@ def main(argv=None) -> int:
     args, daphne_options = parser.parse_known_args(argv)
 
     sock = listening_socket(args.host, args.port)
-    command = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *daphne_options]
+    command = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *daphne_limits(),
+               *daphne_options]
     if not args.access_log:
         command += ["-v", "0"]
     command.append(args.app)

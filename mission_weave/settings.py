@@ -9,6 +9,7 @@ reads these through django.conf.settings at call time, never at import time.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -86,10 +87,17 @@ INSTALLED_APPS = [
     "apps.api",
     "apps.bench",
     "apps.dashboard",
+    "apps.operations",  # /healthz, /readyz, /metrics, request and command logs
 ]
 
 MIDDLEWARE = [
+    # First: the request id and the request's log line cover everything below; the probes
+    # and /metrics are answered before the host check and the HTTPS redirect.
+    "apps.operations.middleware.RequestLogMiddleware",
+    "apps.operations.middleware.OperationsEndpointsMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    # Per-IP rate limits before anything reads the request (mission_weave/limits.py).
+    "mission_weave.limits.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -262,6 +270,13 @@ SPECTACULAR_SETTINGS = {
 }
 
 # --- Protocol (PROTOCOL.md) -----------------------------------------------------------
+# Group commit (apps/ledger/group_commit.py): commands arriving together in one process
+# are decided and appended in one transaction. Off, each has its own. Most commands per
+# batch, and how long a batch waits for more before it starts (0: it takes what queued
+# while the previous batch ran).
+MW_GROUP_COMMIT = envbool("MW_GROUP_COMMIT", True)
+MW_GROUP_COMMIT_MAX = envint("MW_GROUP_COMMIT_MAX", 32)
+MW_GROUP_COMMIT_WAIT_MS = envint("MW_GROUP_COMMIT_WAIT_MS", 0)
 # Allowed difference between a signed issuedAt and server time.
 MW_CLOCK_SKEW_SECONDS = envint("MW_CLOCK_SKEW_SECONDS", 300)
 # Time from offer acceptance to startBy when the offer sets no startWithinSeconds.
@@ -292,6 +307,22 @@ MW_EVENTS_PAGE_MAX = envint("MW_EVENTS_PAGE_MAX", 1000)
 MW_AUTHORITY_KEY = envstr("MW_AUTHORITY_KEY") or None
 # Where the authority key seed is kept when MW_AUTHORITY_KEY is not set.
 MW_AUTHORITY_KEY_FILE = Path(envstr("MW_AUTHORITY_KEY_FILE", str(MW_DATA_DIR / "authority.key")))
+# The id of the MW_AUTHORITY_KEY key, authority#<n> (empty: authority#1); one up per rotation.
+MW_AUTHORITY_KEY_ID = envstr("MW_AUTHORITY_KEY_ID", "")
+# Retired authority keys that still verify: "authority#<n>=<publicKey>[@<retiredAt>],...".
+MW_AUTHORITY_RETIRED_KEYS = envstr("MW_AUTHORITY_RETIRED_KEYS", "")
+
+# --- Operations (apps/operations, docs/operations.md "Metrics") ---------------------------
+# GET /metrics answers a request bearing this token (Authorization: Bearer ...) from any
+# address. Empty: no token is accepted.
+MW_METRICS_TOKEN = envstr("MW_METRICS_TOKEN", "")
+# ...and, without the token, requests from these networks (CIDR, comma-separated) that came
+# straight to the server (no X-Forwarded-For). "none": the token only.
+MW_METRICS_ALLOW = envlist("MW_METRICS_ALLOW", ["127.0.0.1/32", "::1/128"])
+# Where each process keeps its counters for prometheus_client's multiprocess mode, so that
+# a scrape of any process sums the host's; one folder per host name (a container's own).
+MW_METRICS_DIR = Path(envstr("MW_METRICS_DIR",
+                             str(MW_DATA_DIR / "metrics" / os.uname().nodename)))
 
 # Fault injection for `make test-faults` only (apps/ledger/faults.py): the point of the
 # command transaction where the process kills itself, and how often. Empty: never.
@@ -317,18 +348,81 @@ MW_S3_ACCESS_KEY_ID = envstr("MW_S3_ACCESS_KEY_ID", "") or None
 MW_S3_SECRET_ACCESS_KEY = envstr("MW_S3_SECRET_ACCESS_KEY", "") or None
 MW_S3_PREFIX = envstr("MW_S3_PREFIX", "blobs")
 
+# --- Limits (mission_weave/limits.py; docs/operations.md "Limits") -----------------------
+# Rates in the `limits` notation ("600/second", "10/minute"), counted in Redis when REDIS_URL
+# is set (shared by every process); 0 turns one off. Over one: 429 RATE_LIMITED.
+# Commands (POST .../commands, WebSocket COMMAND frames, the API's other writes) per principal.
+MW_RATE_COMMANDS_PER_PRINCIPAL = envstr("MW_RATE_COMMANDS_PER_PRINCIPAL", "600/second")
+# The same per client IP (all principals behind it), checked before anything is read.
+MW_RATE_COMMANDS_PER_IP = envstr("MW_RATE_COMMANDS_PER_IP", "3000/second")
+# Reads (GET under /api/v1/) per principal.
+MW_RATE_READS_PER_PRINCIPAL = envstr("MW_RATE_READS_PER_PRINCIPAL", "600/second")
+# Reads per client IP.
+MW_RATE_READS_PER_IP = envstr("MW_RATE_READS_PER_IP", "3000/second")
+# Session openings (POST /api/v1/sessions) per agent, counted once its signature passed.
+MW_RATE_SESSIONS_PER_PRINCIPAL = envstr("MW_RATE_SESSIONS_PER_PRINCIPAL", "60/minute")
+# Session openings per client IP, signed or not.
+MW_RATE_SESSIONS_PER_IP = envstr("MW_RATE_SESSIONS_PER_IP", "100/second")
+# Sign-in attempts (the dashboard's and the admin's login form) per username typed.
+MW_RATE_LOGIN_PER_PRINCIPAL = envstr("MW_RATE_LOGIN_PER_PRINCIPAL", "10/minute")
+# Sign-in attempts per client IP.
+MW_RATE_LOGIN_PER_IP = envstr("MW_RATE_LOGIN_PER_IP", "60/minute")
+# WebSocket frames per connection (in its process); over it ERROR RATE_LIMITED, and a
+# connection that keeps sending at twice the rate is closed (1008).
+MW_WS_FRAME_RATE = envstr("MW_WS_FRAME_RATE", "200/second")
+# Most Groups one WebSocket connection may subscribe to (PAYLOAD_TOO_LARGE beyond).
+MW_WS_MAX_SUBSCRIPTIONS = envint("MW_WS_MAX_SUBSCRIPTIONS", 100)
+# JSON bodies and frames nested deeper than this are refused (VALIDATION_ERROR); command
+# envelopes never deeper than the canonical form's 64 (mission_weave/protocol/canonical.py).
+MW_MAX_JSON_DEPTH = envint("MW_MAX_JSON_DEPTH", 64)
+# Most rows a list read answers (work-items, missions, an audit's refused commands).
+MW_LIST_MAX = envint("MW_LIST_MAX", 1000)
+# HTTP connections (daphne, patched in mission_weave/http.py); 0 turns one off. Idle
+# keep-alive connections are closed after this many seconds.
+MW_HTTP_IDLE_TIMEOUT_SECONDS = envint("MW_HTTP_IDLE_TIMEOUT_SECONDS", 60)
+# A request line and headers must arrive within this many seconds of their first byte.
+MW_HTTP_HEADER_TIMEOUT_SECONDS = envint("MW_HTTP_HEADER_TIMEOUT_SECONDS", 20)
+# A body has this many seconds, plus one more per MW_HTTP_BODY_MIN_RATE bytes received.
+MW_HTTP_BODY_TIMEOUT_SECONDS = envint("MW_HTTP_BODY_TIMEOUT_SECONDS", 30)
+# Bytes per second a slow body must keep up to earn more time (slow-loris bodies).
+MW_HTTP_BODY_MIN_RATE = envint("MW_HTTP_BODY_MIN_RATE", 1024)
+# WebSockets (daphne options that mission_weave/serve.py sets): a ping after this many
+# seconds without a frame from the client,
+MW_WS_PING_INTERVAL_SECONDS = envint("MW_WS_PING_INTERVAL_SECONDS", 20)
+# and the connection closed when its pong has not come this many seconds later.
+MW_WS_PING_TIMEOUT_SECONDS = envint("MW_WS_PING_TIMEOUT_SECONDS", 30)
+for _name in [n for n in dir() if n.startswith("MW_RATE_")] + ["MW_WS_FRAME_RATE"]:
+    if not re.match(r"^\s*(0|\d+\s*(/|per)\s*(\d+\s*)?(second|minute|hour|day)s?)?\s*$",
+                    globals()[_name], re.IGNORECASE):
+        raise ImproperlyConfigured(f"{_name} must be a rate such as 600/second or 10/minute, "
+                                   f"or 0 for none; got {globals()[_name]!r}")
+
 # --- Logging --------------------------------------------------------------------------
 # Request bodies are never logged. django.db.backends stays at INFO even when
 # LOG_LEVEL=DEBUG, because its DEBUG records carry SQL parameters (command payloads).
 LOG_LEVEL = envstr("LOG_LEVEL", "INFO").upper()
+# "json": one JSON object per line (apps/operations/logs.py); "plain": text for a person at
+# a terminal. Production defaults to json (settings_production.py).
+MW_LOG_FORMAT = envstr("MW_LOG_FORMAT", "plain")
+if MW_LOG_FORMAT not in ("json", "plain"):
+    raise ImproperlyConfigured(f"MW_LOG_FORMAT must be json or plain, got {MW_LOG_FORMAT!r}")
+# One line per HTTP request and per command decided (apps/operations). Off by default here
+# (servers started with piped output, as the tests do, would fill their pipe); on in
+# production (settings_production.py).
+MW_REQUEST_LOG = envbool("MW_REQUEST_LOG", False)
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"},
+        "json": {"()": "apps.operations.logs.JsonFormatter"},
+    },
+    "filters": {
+        "request_id": {"()": "apps.operations.logs.RequestIdFilter"},
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "plain"},
+        "console": {"class": "logging.StreamHandler", "formatter": MW_LOG_FORMAT,
+                    "filters": ["request_id"]},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {

@@ -3,13 +3,12 @@
 Run behind a TLS-terminating proxy that sets X-Forwarded-Proto.
 """
 
-import base64
-import binascii
-
 from django.core.exceptions import ImproperlyConfigured
 
+from apps.ledger import authority
+
 from .settings import *  # noqa: F401,F403
-from .settings import envbool, envstr
+from .settings import MW_AUTHORITY_KEY_ID, MW_AUTHORITY_RETIRED_KEYS, envbool, envstr
 
 DEBUG = False
 
@@ -22,13 +21,11 @@ if not MW_AUTHORITY_KEY:
     raise ImproperlyConfigured(
         "MW_AUTHORITY_KEY (base64url Ed25519 seed, 32 bytes) must be set in production"
     )
-try:
-    _seed = base64.urlsafe_b64decode(MW_AUTHORITY_KEY + "=" * (-len(MW_AUTHORITY_KEY) % 4))
-except (binascii.Error, ValueError):
-    _seed = b""
-if len(_seed) != 32:
-    raise ImproperlyConfigured("MW_AUTHORITY_KEY must be a base64url-encoded 32-byte seed")
-del _seed
+try:  # the seed, its id and the retired keys, checked together (docs: "Key rotation")
+    authority.from_environment(MW_AUTHORITY_KEY, MW_AUTHORITY_KEY_ID or authority.FIRST_KEY_ID,
+                               MW_AUTHORITY_RETIRED_KEYS)
+except ValueError as error:
+    raise ImproperlyConfigured(str(error)) from None
 
 SECURE_SSL_REDIRECT = envbool("SECURE_SSL_REDIRECT", True)
 SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -43,6 +40,11 @@ X_FRAME_OPTIONS = "DENY"
 # Off unless asked for: a proxy or CDN serving STATIC_ROOT is the better choice, but the
 # shipped compose and k8s files set MW_SERVE_STATIC=true so the image works on its own.
 MW_SERVE_STATIC = envbool("MW_SERVE_STATIC", False)
+
+# Logs for a collector: JSON lines, one per request and per command (docs/operations.md).
+MW_LOG_FORMAT = envstr("MW_LOG_FORMAT", "json")  # checked by settings.py
+LOGGING["handlers"]["console"]["formatter"] = MW_LOG_FORMAT  # noqa: F405
+MW_REQUEST_LOG = envbool("MW_REQUEST_LOG", True)
 
 if MW_FAULT_POINT:  # noqa: F405 - a fault test's switch, never a production one
     raise ImproperlyConfigured("MW_FAULT_POINT is for `make test-faults` only")

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # Bottom to top: an app may import the ones before it, never one after it.
 APP_LAYERS = ["ledger", "identity", "artifacts", "work", "delivery", "api", "dashboard",
-              "bench"]
+              "operations", "bench"]
 SHELL = frozenset({"django", "rest_framework", "drf_spectacular", "channels", "channels_redis",
                    "daphne", "celery"})
 # The project package's own modules (settings, urls, asgi, ...) are shell; these are not.

@@ -1,9 +1,12 @@
-"""DRF authentication: agents with a bearer token, humans with Django's session."""
+"""DRF authentication: agents with a bearer token, humans with Django's session. Once the
+principal is known its rate limit is counted (mission_weave/limits.py), before the view
+reads the body: a refused request changes nothing."""
 
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
 from apps.identity.principals import Principal, authenticate_bearer
+from mission_weave import limits
 
 
 class BearerSessionAuthentication(BaseAuthentication):
@@ -14,8 +17,9 @@ class BearerSessionAuthentication(BaseAuthentication):
         # A request about one Group reads the membership there with the token (one query)
         group_id = (getattr(request, "parser_context", None) or {}).get("kwargs", {}).get(
             "group_id")
-        return authenticate_bearer(header[len("Bearer "):].strip(), timezone.now(),
-                                   group_id if isinstance(group_id, str) else None), None
+        principal = authenticate_bearer(header[len("Bearer "):].strip(), timezone.now(),
+                                        group_id if isinstance(group_id, str) else None)
+        return counted(request, principal), None
 
     def authenticate_header(self, request):
         return 'Bearer realm="missionweave"'
@@ -28,9 +32,17 @@ class UserSessionAuthentication(SessionAuthentication):
         result = super().authenticate(request)
         if result is None:
             return None
-        return user_principal(result[0]), None
+        return counted(request, user_principal(result[0])), None
 
 
 def user_principal(user) -> Principal:
     """The principal of a logged-in human (here and on the dashboard)."""
     return Principal(f"user:{user.get_username()}")
+
+
+def counted(request, principal: Principal) -> Principal:
+    """The principal, once its request is counted against its limit (RATE_LIMITED)."""
+    kind = limits.kind_of(request.method, request.path_info)
+    if kind in ("commands", "reads"):
+        limits.check(kind, principal=principal.id)
+    return principal

@@ -2,11 +2,14 @@
 envelope `{"error": {"code", "message", "details"}}`, never an HTML page."""
 
 import logging
+import math
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
+from mission_weave import limits
 from mission_weave.protocol.errors import ProtocolError
 
 log = logging.getLogger(__name__)
@@ -16,7 +19,9 @@ def as_protocol_error(exc) -> ProtocolError | None:
     if isinstance(exc, ProtocolError):
         return exc
     if isinstance(exc, RequestDataTooBig):
-        return ProtocolError("PAYLOAD_TOO_LARGE", "the request body is over the configured limit")
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return ProtocolError("PAYLOAD_TOO_LARGE", f"the request body is over {limit} bytes "
+                             "(MW_MAX_BODY_BYTES)", {"maxBytes": limit})
     if isinstance(exc, (drf.NotAuthenticated, drf.AuthenticationFailed)):
         return ProtocolError("UNAUTHENTICATED", "send Authorization: Bearer <token> from "
                              "POST /api/v1/sessions, or log in")
@@ -27,8 +32,9 @@ def as_protocol_error(exc) -> ProtocolError | None:
     if isinstance(exc, drf.MethodNotAllowed):
         return ProtocolError("VALIDATION_ERROR", str(exc.detail), http_status=405)
     if isinstance(exc, drf.Throttled):
-        return ProtocolError("RATE_LIMITED", "too many requests; retry later",
-                             {"retryAfterSeconds": exc.wait})
+        retry_after = max(1, math.ceil(exc.wait or 1))
+        return ProtocolError("RATE_LIMITED", f"too many requests; retry in {retry_after} s",
+                             {"retryAfter": retry_after})
     if isinstance(exc, drf.UnsupportedMediaType):
         return ProtocolError("VALIDATION_ERROR", "send application/json", http_status=415)
     if isinstance(exc, (drf.ParseError, drf.ValidationError)):
@@ -37,7 +43,8 @@ def as_protocol_error(exc) -> ProtocolError | None:
 
 
 def response(error: ProtocolError) -> JsonResponse:
-    return JsonResponse(error.as_json(), status=error.http_status)
+    return limits.with_retry_after(JsonResponse(error.as_json(), status=error.http_status),
+                                   error)
 
 
 def exception_handler(exc, context):

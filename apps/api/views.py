@@ -13,12 +13,13 @@ from apps.ledger import authority, feed, history, pipeline
 from apps.ledger.models import CommandRecord
 from apps.work import capability_bearer, recovery
 from apps.work import models as work_models
+from mission_weave import limits
 from mission_weave.core import state
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 
 from . import reads
-from .openapi import AUTH, COMMAND_ERRORS, MEMBER, ONE, PAGE, errors, json_body, ref
+from .openapi import AUTH, COMMAND_ERRORS, ONE, PAGE, errors, json_body, ref
 
 
 def read_json(request) -> dict:
@@ -29,11 +30,12 @@ def read_json(request) -> dict:
         value = json.loads(request.body, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as error:
         raise ProtocolError("VALIDATION_ERROR", f"the body is not valid JSON: {error}")
-    except RecursionError:
-        raise ProtocolError("VALIDATION_ERROR", "the body is nested too deeply")
+    except RecursionError:  # far deeper than MW_MAX_JSON_DEPTH: the parser gave up first
+        raise ProtocolError("VALIDATION_ERROR", "the body is nested too deeply",
+                            {"maxDepth": settings.MW_MAX_JSON_DEPTH})
     if not isinstance(value, dict):
         raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
-    problem = domain_problem(value)
+    problem = domain_problem(value, settings.MW_MAX_JSON_DEPTH)
     if problem is not None:
         raise ProtocolError("VALIDATION_ERROR", f"the body at {problem[0]}: {problem[1]}",
                             {"path": problem[0]})
@@ -68,7 +70,18 @@ class SessionsView(APIView):
                                "its canonical form without `signature`. Supersedes the previous "
                                "session and revokes the agent's active leases.")
     def post(self, request):
-        return JsonResponse(recovery.open_session(read_json(request), timezone.now()), status=201)
+        body = read_json(request)
+        # The agent's own limit: asked before its signature is checked, counted only once
+        # the session opened, so nobody else can spend it (the IP's was counted already).
+        agent_id = body.get("agentId")
+        principal = f"agent:{agent_id}" if isinstance(agent_id, str) and \
+            0 < len(agent_id) <= 100 else None
+        if principal:
+            limits.check("sessions", principal=principal, count=False)
+        opened = recovery.open_session(body, timezone.now())
+        if principal:
+            limits.record("sessions", principal=principal)
+        return JsonResponse(opened, status=201)
 
 
 class PresenceView(APIView):
@@ -147,14 +160,17 @@ def _int_param(request, name, default, minimum, maximum=None):
 class WorkItemListView(APIView):
     @extend_schema(parameters=[OpenApiParameter("missionId", str), OpenApiParameter("state", str),
                                OpenApiParameter("owner", str, description="an agent id"),
-                               OpenApiParameter("order", str, enum=["id", "priority"])],
+                               OpenApiParameter("order", str, enum=["id", "priority"]),
+                               OpenApiParameter("limit", int, description="at most "
+                                                "MW_LIST_MAX, its default")],
                    responses={200: ref("WorkItemList"), **errors(*PAGE)},
                    summary="WorkItems of the Group",
                    description="`order=priority` lists by the requested priority "
                                "(mission_weave/core/priority.py): urgency, business impact, "
                                "deadline. "
                                "`state=queued&owner=<agentId>&order=priority` is an Agent's "
-                               "queue in this Group.",
+                               "queue in this Group. At most `limit` WorkItems; "
+                               "`truncated: true` when there were more.",
                    operation_id="work_items_list")
     def get(self, request, group_id):
         member_of(request, group_id)
@@ -168,8 +184,20 @@ class WorkItemListView(APIView):
         if order not in ("id", "priority"):
             raise ProtocolError("VALIDATION_ERROR", "order must be `id` or `priority`")
         rows = rows.in_priority_order() if order == "priority" else rows.order_by("id")
+        rows, truncated = _page(rows, _list_limit(request))
         return JsonResponse({"workItems": [reads.work_item(state.item_from_doc(r.doc))
-                                           for r in rows[:1000]]})
+                                           for r in rows], "truncated": truncated})
+
+
+def _list_limit(request) -> int:
+    return _int_param(request, "limit", settings.MW_LIST_MAX, minimum=1,
+                      maximum=settings.MW_LIST_MAX)
+
+
+def _page(rows, limit: int) -> tuple[list, bool]:
+    """At most `limit` of the rows, and whether there were more (one row more is read)."""
+    rows = list(rows[:limit + 1])
+    return rows[:limit], len(rows) > limit
 
 
 class WorkItemView(APIView):
@@ -201,21 +229,29 @@ class WorkItemAuditView(APIView):
 def audit_trail(group_id: str, work_item_id: str) -> dict:
     """The WorkItem's events (archived ones included) and its refused commands; the
     dashboard shows the same."""
-    refused = CommandRecord.objects.filter(group_id=group_id, work_item_id=work_item_id,
-                                           accepted=False).order_by("created_at")
+    # The latest MW_LIST_MAX refusals: any member can have commands refused at will.
+    refused, truncated = _page(CommandRecord.objects.filter(
+        group_id=group_id, work_item_id=work_item_id, accepted=False).order_by("-created_at"),
+        settings.MW_LIST_MAX)
     return {"events": history.events_of_work_item(group_id, work_item_id),
-            "refusedCommands": [reads.refused_command(r) for r in refused]}
+            "refusedCommands": [reads.refused_command(r) for r in reversed(refused)],
+            "refusedCommandsTruncated": truncated}
 
 
 class MissionListView(APIView):
-    @extend_schema(responses={200: ref("MissionList"), **errors(*MEMBER)},
+    @extend_schema(parameters=[OpenApiParameter("limit", int, description="at most "
+                                                "MW_LIST_MAX, its default")],
+                   responses={200: ref("MissionList"), **errors(*PAGE)},
                    summary="Missions of the Group",
+                   description="At most `limit` Missions, by id; `truncated: true` when there "
+                               "were more.",
                    operation_id="missions_list")
     def get(self, request, group_id):
         member_of(request, group_id)
-        rows = work_models.Mission.objects.filter(group_id=group_id).order_by("id")
+        rows, truncated = _page(work_models.Mission.objects.filter(group_id=group_id)
+                                .order_by("id"), _list_limit(request))
         return JsonResponse({"missions": [reads.mission(state.mission_from_doc(r.doc))
-                                          for r in rows[:1000]]})
+                                          for r in rows], "truncated": truncated})
 
 
 class MissionView(APIView):
@@ -233,6 +269,7 @@ class AuthorityView(APIView):
     authentication_classes = []
 
     @extend_schema(responses={200: ref("AuthorityKeys")},
-                   summary="The Group Authority's public keys (PROTOCOL §1)")
+                   summary="The Group Authority's public keys, current and retired "
+                           "(PROTOCOL §1)")
     def get(self, request):
-        return JsonResponse({"keys": [authority.public_key()]})
+        return JsonResponse(authority.listing())

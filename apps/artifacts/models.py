@@ -1,4 +1,10 @@
-"""Blobs, artifact manifests, Evidence and Context Packages (§13)."""
+"""Blobs, artifact manifests, Evidence and Context Packages (§13).
+
+Blobs are nobody's Group data (named by content, shared by every Group that cites them):
+reference tables once the database is distributed. The projections' keys all include
+the Group: in the database each primary key is (id, group_id) (migration 0003; Django's
+state keeps `id` as the pk). tests/integration/test_distribution_keys.py holds every
+table to this."""
 
 from django.db import models
 

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from contextlib import contextmanager
@@ -38,10 +39,13 @@ def start_server(port: int, workers: int = 1, env: dict | None = None) -> subpro
     """`python -m mission_weave.serve` on `port`, returned once GET /api/v1/authority
     answers. `env` defaults to this process's environment with DEBUG off."""
     env = env or {**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10}
+    # Its log goes to a file, not a pipe: a pipe nobody reads fills up and stalls the
+    # server once it logs a line per request (MW_REQUEST_LOG).
+    log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", "mission_weave.serve", "--workers", str(workers),
-         "--port", str(port)], cwd=ROOT, env=env,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+         "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    process.log = log
     deadline = time.monotonic() + 60
     while True:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -55,8 +59,9 @@ def start_server(port: int, workers: int = 1, env: dict | None = None) -> subpro
             connection.close()
         if process.poll() is not None or time.monotonic() > deadline:
             stop_server(process)
+            log.seek(0)
             raise RuntimeError("the server did not start: "
-                               + process.stderr.read().decode()[-3000:])
+                               + log.read().decode(errors="replace")[-3000:])
         time.sleep(0.2)
 
 

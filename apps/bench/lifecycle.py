@@ -1,9 +1,11 @@
 """mw_bench (default): full WorkItem lifecycles through the real HTTP stack, beside
 the raw SQL transaction the same commands boil down to, in the same run.
 
-A lifecycle is six commands: authorize, offer, accept, start, submit, accept_result.
-All are built and signed before the clock starts (ids the server derives, such as
-the lease id, are derived here the same way), so the clients only send bytes.
+A lifecycle is seven commands: authorize, offer, accept, start, artifact.publish (the
+deliverable's manifest; its bytes are stored beforehand), submit, accept_result (with
+the Coordinator's own Evidence). All are built and signed before the clock starts (ids
+the server derives, such as the lease id, are derived here the same way), so the
+clients only send bytes.
 """
 
 import json
@@ -16,12 +18,13 @@ import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.utils import timezone
 
+from apps.artifacts import blobs
 from apps.identity import registry
 from apps.identity.principals import Principal
 from apps.ledger import pipeline
 from apps.work import recovery
 from mission_weave.core.commands import derive_id
-from mission_weave.protocol.canonical import public_key_b64url, sign
+from mission_weave.protocol.canonical import public_key_b64url, sha256_hex, sign
 from mission_weave.protocol.timefmt import format_time
 
 from .harness import Client, database_url, latency_summary, run_together, server
@@ -122,17 +125,44 @@ def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
         lifecycle = [(type_, group.id, agent.token, payload)
                      for agent, type_, _id, payload in steps]
         lease = derive_id("lease", steps[-1][2])  # the id the server derives for work.start
-        evidence = [{"id": "e", "subject": "out", "criteria": ["ok"], "method": "bench",
-                     "result": "pass", "producer": f"agent:{worker.name}",
-                     "timestamp": expires, "artifacts": []}]
+        under_lease = {"workItemId": item, "ownershipEpoch": 1, "leaseId": lease}
+        # The deliverable's bytes are stored now (a blob PUT is not a command); its signed
+        # manifest, the submission citing it and the Coordinator's acceptance with Evidence
+        # of its own (no review to wait for) are the lifecycle's last three commands.
+        deliverable = deliverable_of(worker, group.id, item)
         for agent, type_, body, fields in (
-                (worker, "work.submit", {"contractRevision": 1, "evidence": evidence},
-                 {"workItemId": item, "ownershipEpoch": 1, "leaseId": lease}),
-                (coordinator, "work.accept_result", {}, {"workItemId": item})):
+                (worker, "artifact.publish", deliverable["manifest"], under_lease),
+                (worker, "work.submit", {"contractRevision": 1,
+                                         "artifacts": [deliverable["name"]],
+                                         "evidence": [evidence_of(worker, deliverable, expires)]},
+                 under_lease),
+                (coordinator, "work.accept_result",
+                 {"evidence": [evidence_of(coordinator, deliverable, expires, "review")]},
+                 {"workItemId": item})):
             _id, payload = agent.command(group.id, type_, body, **fields)
             lifecycle.append((type_, group.id, agent.token, payload))
         plans[thread].append(lifecycle)
     return {"plans": plans, "groups": [g.id for g in groups]}
+
+
+def deliverable_of(worker: Agent, group_id: str, item: str) -> dict:
+    """The bytes of `item`'s deliverable, stored as a blob, and their signed manifest."""
+    data = f"# {item}\n\nWritten by {worker.name} for the lifecycle benchmark.\n".encode()
+    name = sha256_hex(data)
+    blobs.put(blobs.parse_name(name), [data], f"agent:{worker.name}", timezone.now())
+    manifest = {"hash": name, "mediaType": "text/markdown", "schema": None, "size": len(data),
+                "producer": worker.name, "agentCardVersion": "1", "missionId": "m",
+                "groupId": group_id, "workItemId": item, "sources": [],
+                "versions": {"tool": "mw_bench", "model": None, "capability": "1"},
+                "createdAt": format_time(timezone.now()), "classification": "internal",
+                "uri": f"http://127.0.0.1/api/v1/blobs/{name}"}
+    return {"name": name, "manifest": sign(manifest, worker.key, worker.key_id)}
+
+
+def evidence_of(agent: Agent, deliverable: dict, at: str, key: str = "work") -> dict:
+    return {"id": f"ev-{key}", "subject": "deliverable:out", "criteria": ["ok"],
+            "method": "bench", "result": "pass", "producer": f"agent:{agent.name}",
+            "timestamp": at, "artifacts": [deliverable["name"]]}
 
 
 def run_http(port: int, plans: list) -> dict:

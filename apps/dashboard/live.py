@@ -41,6 +41,9 @@ MAX_NAMED = 200  # ids one frame names; a burst touching more is sent as a catch
 
 
 class DashboardLiveConsumer(AsyncWebsocketConsumer):
+    # No channel layer: pushes come from this process's hub (apps/delivery/hub.py), so a
+    # Redis restart must not close the socket (Channels ends a consumer whose layer fails).
+    channel_layer_alias = None
     async def connect(self):
         self.group_id = self.scope["url_route"]["kwargs"]["group_id"]
         viewer = await self._viewer()

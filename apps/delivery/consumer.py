@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -30,7 +31,8 @@ from django.utils import timezone
 
 from apps.identity import principals
 from apps.identity.principals import Principal
-from apps.ledger import feed, pipeline
+from apps.ledger import feed, pipeline, ports
+from mission_weave import limits
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 
@@ -40,6 +42,7 @@ from .hub import HUB
 log = logging.getLogger(__name__)
 
 UNAUTHENTICATED_CLOSE = 4401
+POLICY_VIOLATION_CLOSE = 1008  # a client that keeps flooding frames past its limit
 MAX_QUEUED = 10_000  # pushes queued per connection before it falls back to the log
 REPLAY_PAGE = 5000  # events per read while replaying or filling a gap (~4 MB of frames)
 
@@ -68,6 +71,9 @@ def error_frame(code: str, message: str, details: dict | None = None, **ids) -> 
 
 
 class DeliveryConsumer(AsyncWebsocketConsumer):
+    # No channel layer: pushes come from this process's hub (apps/delivery/hub.py), so a
+    # Redis restart must not close the socket (Channels ends a consumer whose layer fails).
+    channel_layer_alias = None
     principal: Principal | None = None
     token: str | None = None
 
@@ -78,6 +84,8 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         self.in_hub: set = set()  # Groups the hub pushes to us (a superset of the above)
         self.queue: asyncio.Queue = asyncio.Queue()
         self.overflowed: set = set()
+        self.subscribed: set = set()  # Groups asked for and not ended (MW_WS_MAX_SUBSCRIPTIONS)
+        self.frames_key = uuid.uuid4().hex  # this connection's frame count (MW_WS_FRAME_RATE)
         try:
             self.principal = await self._authenticate()
         except ProtocolError:
@@ -88,6 +96,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         self.principal_id = self.principal.id
         self.pump = asyncio.get_running_loop().create_task(self._pump())
         await self.accept()
+        ports.observer.connection_opened(self)  # metrics: connections, delivery lag
 
     async def _authenticate(self) -> Principal | None:
         headers = dict(self.scope.get("headers", ()))
@@ -101,6 +110,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         return None
 
     async def disconnect(self, code):
+        ports.observer.connection_closed(self)
         for group_id in getattr(self, "in_hub", ()):
             HUB.remove(group_id, self)
         pump = getattr(self, "pump", None)
@@ -110,6 +120,8 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
     # -- client frames ------------------------------------------------------------
 
     async def receive(self, text_data=None, bytes_data=None):
+        if not await self._within_frame_rate():
+            return
         frame = {}
         try:
             frame = self._parse(text_data)
@@ -140,6 +152,19 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=error_frame("INTERNAL_ERROR", "the server failed to "
                                                   "handle this frame"))
 
+    async def _within_frame_rate(self) -> bool:
+        """Counted before the frame is parsed or the token re-checked, so a flood is cheap:
+        over the rate an ERROR, and a client that keeps on at twice it is disconnected."""
+        try:
+            limits.check_frame(self.frames_key)
+            return True
+        except ProtocolError as error:
+            if limits.refused_too_often(self.frames_key):
+                await self.close(code=POLICY_VIOLATION_CLOSE)
+            else:
+                await self.send(text_data=error_frame(error.code, error.message, error.details))
+            return False
+
     @staticmethod
     def _parse(text_data) -> dict:
         if text_data is None:
@@ -156,7 +181,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
             raise ProtocolError("VALIDATION_ERROR", "the frame is nested too deeply")
         if not isinstance(frame, dict) or not isinstance(frame.get("op"), str):
             raise ProtocolError("VALIDATION_ERROR", "a frame is a JSON object with an op")
-        problem = domain_problem(frame)
+        problem = domain_problem(frame, settings.MW_MAX_JSON_DEPTH)
         if problem is not None:
             raise ProtocolError("VALIDATION_ERROR", f"the frame at {problem[0]}: {problem[1]}",
                                 {"path": problem[0]})
@@ -175,7 +200,13 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         if not cursors.is_sequence(after):
             raise ProtocolError("VALIDATION_ERROR",
                                 "afterSequence must be a non-negative integer")
+        most = settings.MW_WS_MAX_SUBSCRIPTIONS
+        if group_id not in self.subscribed and len(self.subscribed) >= most:
+            raise ProtocolError("PAYLOAD_TOO_LARGE", f"a connection may subscribe to at most "
+                                f"{most} Groups; open another connection",
+                                {"maxSubscriptions": most})
         await in_thread(principals.membership)(group_id, self.principal)
+        self.subscribed.add(group_id)
         self.queue.put_nowait(("subscribe", group_id, after))
 
     async def _command(self, frame: dict) -> None:
@@ -188,7 +219,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
             group_id = command.get("groupId")
             if not isinstance(group_id, str) or not group_id:
                 raise ProtocolError("VALIDATION_ERROR", "command.groupId must be a Group id")
-            answer = await in_thread(pipeline.submit)(group_id, command, self.principal)
+            answer = await in_thread(self._submit)(group_id, command)
         except ProtocolError as error:
             await self.send(text_data=error_frame(error.code, error.message, error.details,
                                                   commandId=command_id))
@@ -200,6 +231,12 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
             error = answer.body["error"]
             await self.send(text_data=error_frame(error["code"], error["message"],
                                                   error["details"], commandId=command_id))
+
+    def _submit(self, group_id: str, command: dict):
+        # The same limits as POST .../commands: this address and this principal.
+        client = self.scope.get("client") or ("unknown",)
+        limits.check("commands", ip=client[0], principal=self.principal.id)
+        return pipeline.submit(group_id, command, self.principal)
 
     # -- delivery (the hub calls these on this loop) ---------------------------------
 
@@ -266,6 +303,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         return True
 
     def _end(self, group_id: str) -> None:
+        self.subscribed.discard(group_id)
         self.subscriptions.pop(group_id, None)
         self.in_hub.discard(group_id)
         HUB.remove(group_id, self)

@@ -1,4 +1,8 @@
-"""Durable delivery Cursors (PROTOCOL §4)."""
+"""Durable delivery Cursors (PROTOCOL §4).
+
+A Cursor is Group data: in the database its primary key is (id, group_id) (migration
+0002; Django's state keeps `id` as the pk), so that it can be distributed by group_id
+(tests/integration/test_distribution_keys.py)."""
 
 from django.db import models
 

@@ -130,29 +130,34 @@ class AgentAdmin(ReadOnlyModelAdmin):
 
 @admin.register(AgentKey)
 class AgentKeyAdmin(ReadOnlyModelAdmin):
-    """Keys are added by mw_register_agent. An operator may deactivate one (a lost or
-    leaked key): from then on nothing signed with it verifies, neither a command nor a
-    session request."""
+    """Keys are added by mw_register_agent. An operator may revoke one (a lost or leaked
+    key), as `mw_register_agent AGENT --revoke-key KEYID` does: from then on nothing
+    signed with it verifies, neither a command nor a session request, and the sessions
+    it opened end."""
 
-    list_display = ("key_id", "agent", "active", "created_at")
+    list_display = ("key_id", "agent", "active", "created_at", "revoked_at")
     list_filter = ("active",)
     search_fields = ("key_id", "agent__id")
     ordering = ("agent_id", "key_id")
     actions = ("deactivate",)
 
-    @admin.action(description="Deactivate the selected keys")
+    @admin.action(description="Revoke the selected keys (their sessions end)")
     def deactivate(self, request, queryset):
-        count = queryset.filter(active=True).update(active=False)
-        self.message_user(request, f"Deactivated {count} key(s).", messages.SUCCESS)
+        keys = list(queryset.filter(revoked_at=None).values_list("agent_id", "key_id"))
+        ended = sum(registry.revoke_key(agent_id, key_id)[1] for agent_id, key_id in keys)
+        self.message_user(request, f"Revoked {len(keys)} key(s); {ended} session(s) ended.",
+                          messages.SUCCESS)
 
 
 @admin.register(AgentSession)
 class AgentSessionAdmin(ReadOnlyModelAdmin):
-    list_display = ("id", "agent", "epoch", "created_at", "expires_at", "superseded_at")
+    list_display = ("id", "agent", "epoch", "key_id", "created_at", "expires_at",
+                    "superseded_at")
     list_select_related = ("agent",)
     search_fields = ("=id", "=agent__id")
     ordering = ("-created_at",)
-    fields = ("id", "agent", "epoch", "token", "created_at", "expires_at", "superseded_at")
+    fields = ("id", "agent", "epoch", "key_id", "token", "created_at", "expires_at",
+              "superseded_at")
 
     @admin.display(description="token hash")
     def token(self, session):

@@ -18,8 +18,12 @@ class AgentKey(models.Model):
     key_id = models.CharField(primary_key=True, max_length=120)  # <agentId>#<n>
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="keys")
     public_key = models.CharField(max_length=64)  # raw 32 bytes, base64url
-    active = models.BooleanField(default=True)
+    active = models.BooleanField(default=True)  # False once revoked: signs nothing more
     created_at = models.DateTimeField(auto_now_add=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)  # registry.revoke_key
+
+    def __str__(self):
+        return self.key_id
 
 
 class AgentSession(models.Model):
@@ -28,6 +32,9 @@ class AgentSession(models.Model):
     id = models.CharField(primary_key=True, max_length=100)
     agent = models.ForeignKey(Agent, on_delete=models.CASCADE, related_name="sessions")
     epoch = models.PositiveIntegerField()
+    # The key that signed the session request: revoking it ends the session. Null for
+    # sessions opened before keys were recorded (revoking any key of the agent ends them).
+    key_id = models.CharField(max_length=120, null=True, blank=True)
     token_hash = models.CharField(max_length=71, unique=True)
     created_at = models.DateTimeField()
     expires_at = models.DateTimeField()

@@ -91,10 +91,26 @@ def check_signature(document: dict, agent_id: str) -> None:
 
 
 def _verify(document: dict, public_key: str | None, key_id, signed: bytes | None = None):
-    if public_key is None or not verify(document, public_key_from_b64url(public_key), signed):
-        raise ProtocolError("INVALID_SIGNATURE",
-                            "the signature does not verify with an active key of this agent",
-                            {"keyId": key_id})
+    """canonical.verify also refuses a non-canonical S and a small-order or non-canonical
+    key; a stored key that no longer parses verifies nothing (the 0003 migration revoked
+    those)."""
+    try:
+        valid = public_key is not None and verify(document, public_key_from_b64url(public_key),
+                                                  signed)
+    except ValueError:
+        valid = False
+    if not valid:
+        raise ProtocolError("INVALID_SIGNATURE", _refusal(public_key, key_id), {"keyId": key_id})
+
+
+def _refusal(public_key: str | None, key_id) -> str:
+    """Why: a revoked key is named as such (only on this failure path, one query)."""
+    revoked = public_key is None and isinstance(key_id, str) and AgentKey.objects.filter(
+        key_id=key_id, active=False).exists()
+    if revoked:
+        return (f"key {key_id} was revoked and signs nothing more; sign with another active "
+                "key of this agent")
+    return "the signature does not verify with an active key of this agent"
 
 
 def membership(group_id: str, principal: Principal, key_id: str | None = None) -> Member:

@@ -2,16 +2,20 @@
 The mw_* management commands and the demo call these; so do the tests."""
 
 import json
+from datetime import datetime
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
 
 from apps.ledger.models import Group
 from mission_weave.protocol.canonical import public_key_from_b64url
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.jsonschema_check import check, compile_schema
+from mission_weave.protocol.timefmt import format_time
 
-from .models import Agent, AgentKey, Membership
+from .models import Agent, AgentKey, AgentSession, Membership
 
 AGENT_CARD = compile_schema({
     "type": "object", "additionalProperties": False,
@@ -53,12 +57,14 @@ NAME = compile_schema({"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.@+-
 
 def create_group(slug: str, name: str = "") -> tuple[Group, bool]:
     check(NAME, slug, "VALIDATION_ERROR", "group slug")
-    return Group.objects.get_or_create(slug=slug, defaults={"id": f"grp_{slug}",
-                                                            "name": name or slug})
+    # By id, the distribution key: one shard's lookup, not a search of all of them.
+    return Group.objects.get_or_create(id=f"grp_{slug}", defaults={"slug": slug,
+                                                                   "name": name or slug})
 
 
 def register_agent(agent_id: str, public_key: str, card: dict | None = None) -> AgentKey:
-    """Register an agent, or add a key to one; the same key again is a no-op."""
+    """Register an agent, or add a key to one; the same key again is a no-op, unless it
+    was revoked: a revoked key stays revoked."""
     check(NAME, agent_id, "VALIDATION_ERROR", "agent id")
     try:
         public_key_from_b64url(public_key)
@@ -73,11 +79,59 @@ def register_agent(agent_id: str, public_key: str, card: dict | None = None) -> 
             agent.card = card
             agent.save(update_fields=["card"])
         existing = agent.keys.filter(public_key=public_key).first()
+        if existing is not None and not existing.active:
+            raise ProtocolError("VALIDATION_ERROR", f"this public key is {existing.key_id}, "
+                                "which was revoked; generate a new key and add that one")
         if existing is not None:
             return existing
-        number = agent.keys.count() + 1
+        number = agent.keys.count() + 1  # keys are never deleted, so numbers never repeat
         return AgentKey.objects.create(key_id=f"{agent_id}#{number}", agent=agent,
                                        public_key=public_key)
+
+
+def add_key(agent_id: str, public_key: str, card: dict | None = None) -> AgentKey:
+    """Another key for a registered agent (`mw_register_agent --add-key`): the next
+    `<agent>#<n>`. Unlike register_agent, a mistyped agent id is an error, not a new
+    agent."""
+    if not Agent.objects.filter(id=agent_id).exists():
+        raise ProtocolError("NOT_FOUND", f"no agent {agent_id} is registered; register it "
+                            "first (without --add-key)")
+    return register_agent(agent_id, public_key, card)
+
+
+def revoke_key(agent_id: str, key_id: str, now: datetime | None = None) -> tuple[AgentKey, int]:
+    """Revoke one of the agent's keys: from now on nothing signed with it verifies (a
+    session request, a command, a manifest), and the sessions it opened end at once (a
+    session token is bound to the key that opened it). Events it signed stay in the log:
+    they were valid when decided. Returns the key and how many sessions ended; revoking
+    again changes nothing."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        agent = Agent.objects.select_for_update().filter(id=agent_id).first()
+        if agent is None:
+            raise ProtocolError("NOT_FOUND", f"no agent {agent_id} is registered")
+        key = agent.keys.filter(key_id=key_id).first()
+        if key is None:
+            known = ", ".join(agent.keys.order_by("created_at").values_list("key_id", flat=True))
+            raise ProtocolError("NOT_FOUND", f"agent {agent_id} has no key {key_id} (its keys: "
+                                f"{known or 'none'})")
+        if key.revoked_at is None:
+            key.active, key.revoked_at = False, now
+            key.save(update_fields=["active", "revoked_at"])
+        # Sessions from before sessions recorded their key could be this key's: end them too.
+        ended = AgentSession.objects.filter(
+            Q(key_id=key_id) | Q(key_id=None), agent=agent, superseded_at=None,
+            expires_at__gt=now).update(expires_at=now)
+    return key, ended
+
+
+def key_listing(agent_id: str) -> list[dict]:
+    """The agent's keys as the operator commands print them, oldest first."""
+    return [{"keyId": key.key_id, "publicKey": key.public_key, "active": key.active,
+             "createdAt": format_time(key.created_at),
+             "revokedAt": format_time(key.revoked_at) if key.revoked_at else None}
+            for key in AgentKey.objects.filter(agent_id=agent_id).order_by("created_at",
+                                                                            "key_id")]
 
 
 def add_member(group: Group, principal: str, roles: list) -> Membership:

@@ -1,6 +1,7 @@
 """Opening an Agent session (PROTOCOL §1): signed, fresh, nonce used once; a new
-session supersedes the old one. Revoking the Agent's leases (§11.3) is the work app's:
-callers open sessions through apps/work/recovery.py's open_session."""
+session supersedes the old one. A session remembers the key that opened it, so that
+revoking that key ends it (registry.revoke_key). Revoking the Agent's leases (§11.3) is
+the work app's: callers open sessions through apps/work/recovery.py's open_session."""
 
 import secrets
 from datetime import datetime, timedelta
@@ -13,7 +14,7 @@ from mission_weave.protocol.jsonschema_check import check, compile_schema
 from mission_weave.protocol.timefmt import format_time
 
 from . import principals
-from .models import Agent, AgentSession, SessionNonce
+from .models import Agent, AgentKey, AgentSession, SessionNonce
 
 OPEN_SESSION = compile_schema({
     "type": "object", "additionalProperties": False,
@@ -43,12 +44,19 @@ def open_session(request: dict, now: datetime) -> dict:
         with transaction.atomic():
             SessionNonce.objects.create(agent_id=agent_id, nonce=request["nonce"], used_at=now)
             agent = Agent.objects.select_for_update().get(id=agent_id)
+            # Under the agent's lock, which revoke_key takes too: a key revoked since its
+            # signature was checked opens nothing (the revocation would miss this session).
+            if not AgentKey.objects.filter(key_id=request["keyId"], agent=agent,
+                                           active=True).exists():
+                raise ProtocolError("INVALID_SIGNATURE", f"key {request['keyId']} was revoked "
+                                    "just now", {"keyId": request["keyId"]})
             agent.session_epoch += 1
             agent.save(update_fields=["session_epoch"])
             AgentSession.objects.filter(agent=agent, superseded_at=None).update(superseded_at=now)
             session = AgentSession.objects.create(
                 id="ses_" + secrets.token_hex(12), agent=agent, epoch=agent.session_epoch,
-                token_hash=principals.token_hash(token), created_at=now, expires_at=expires_at)
+                key_id=request["keyId"], token_hash=principals.token_hash(token),
+                created_at=now, expires_at=expires_at)
     except IntegrityError:
         raise ProtocolError("NONCE_REUSED", "this nonce was already used to open a session")
     return {"sessionId": session.id, "sessionEpoch": session.epoch, "token": token,

@@ -4,6 +4,18 @@
 itself with SIGKILL (no cleanup, no rollback message: as the kernel's OOM killer would),
 with probability `MW_FAULT_RATE` each time a command passes it. Unset, `reach` is one
 attribute read. Never set in production: settings_production refuses it.
+
+The points, in the order a command passes them (apps/ledger/pipeline.py `_answer`):
+
+- `before_append`: decided and accepted, nothing written yet;
+- `after_append`: the events, the head, the projections and the command record written,
+  not committed;
+- `before_commit`: the last statement of the transaction (acceptances and recorded
+  rejections alike);
+- `after_commit`: committed, the answer not sent: the client never learns the outcome,
+  and its retry of the same command id must get the first answer (`duplicate: true`).
+  The kill runs as an on-commit hook registered at `before_commit`, so it comes after the
+  pipeline's own hooks (the publish), as a crash right after COMMIT would.
 """
 
 import os
@@ -11,11 +23,26 @@ import random
 import signal
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import transaction
 
-# Where a command transaction may be cut, in the order it passes them.
-POINTS = ("before_append", "after_append", "before_commit")
+POINTS = ("before_append", "after_append", "before_commit", "after_commit")
 
 
 def reach(point: str) -> None:
-    if settings.MW_FAULT_POINT == point and random.random() < settings.MW_FAULT_RATE:
-        os.kill(os.getpid(), signal.SIGKILL)
+    chosen = settings.MW_FAULT_POINT
+    if not chosen:
+        return
+    if chosen not in POINTS:
+        raise ImproperlyConfigured(f"MW_FAULT_POINT must be one of {', '.join(POINTS)}, "
+                                   f"not {chosen!r}")
+    if chosen == "after_commit":
+        if point == "before_commit" and random.random() < settings.MW_FAULT_RATE:
+            transaction.on_commit(die)
+        return
+    if chosen == point and random.random() < settings.MW_FAULT_RATE:
+        die()
+
+
+def die() -> None:
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,13 +1,23 @@
-"""The authoritative record: Groups, their append-only Event log, and CommandRecords."""
+"""The authoritative record: Groups, their append-only Event log, and CommandRecords.
+
+Distributable by Group (docs/operations.md, "Scaling"): every key of a table of Group
+data includes group_id, so that it can be sharded by group_id (Citus, co-located with
+ledger_group by its id) or split into per-tenant databases. In the database the primary
+key of each such table is (id, group_id) (migration 0006); Django's state keeps `id` as
+the pk, unique by its sequence. tests/integration/test_distribution_keys.py holds every
+table to this."""
 
 from django.db import models
+from django.db.models.functions import Concat
 
 
 class Group(models.Model):
     """A Group Authority's unit of serialization: one row lock orders its log."""
 
     id = models.CharField(primary_key=True, max_length=100)
-    slug = models.SlugField(max_length=100, unique=True)
+    # Unique through the primary key: the id is "grp_" + slug (group_id_names_slug). A
+    # UNIQUE (slug) of its own could not be enforced once Groups are spread over shards.
+    slug = models.SlugField(max_length=100)
     name = models.CharField(max_length=200, blank=True)
     head_sequence = models.BigIntegerField(default=0)
     head_hash = models.CharField(max_length=71, default="sha256:" + "0" * 64)
@@ -15,6 +25,11 @@ class Group(models.Model):
     # the online log holds the rest. Only rises.
     online_floor = models.BigIntegerField(default=0, db_default=0)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.CheckConstraint(
+            condition=models.Q(id=Concat(models.Value("grp_"), "slug")),
+            name="group_id_names_slug")]
 
     def __str__(self):
         return self.slug
@@ -32,7 +47,9 @@ class LoggedEvent(models.Model):
     """The columns of a logged event (PROTOCOL §3), online or archived; append-only."""
 
     sequence = models.BigIntegerField()
-    event_id = models.CharField(max_length=100)  # unique: a constraint in each table's Meta
+    # Unique within its Group (a constraint in each table's Meta), and distinct across
+    # Groups too: an event id is a digest of its Group's id and command id (derive_id).
+    event_id = models.CharField(max_length=100)
     type = models.CharField(max_length=100)
     occurred_at = models.DateTimeField()
     actor = models.CharField(max_length=200)
@@ -69,7 +86,8 @@ class Event(LoggedEvent):
         # A constraint rather than unique=True, which adds a LIKE index nothing uses.
         constraints = [models.UniqueConstraint(fields=["group", "sequence"],
                                                name="event_sequence_unique"),
-                       models.UniqueConstraint(fields=["event_id"], name="event_id_unique")]
+                       models.UniqueConstraint(fields=["event_id", "group"],
+                                               name="event_id_unique")]
         indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
 
 
@@ -83,7 +101,7 @@ class ArchivedEvent(LoggedEvent):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "sequence"],
                                                name="archived_event_sequence_unique"),
-                       models.UniqueConstraint(fields=["event_id"],
+                       models.UniqueConstraint(fields=["event_id", "group"],
                                                name="archived_event_id_unique")]
         indexes = [models.Index(fields=["group", "work_item_id", "sequence"])]
 

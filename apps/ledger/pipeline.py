@@ -12,8 +12,10 @@ of the apps above the log (who the sender is, the projections, facts outside the
 and whom it tells of a commit, it reaches through `ports`, where those apps plug in.
 """
 
+import time
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cache
 
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
@@ -25,7 +27,7 @@ from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import db, faults, history, ports, publish
+from . import db, faults, group_commit, history, ports, publish
 from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
 
@@ -34,6 +36,7 @@ from .models import CommandRecord, Event, Group
 class Answer:
     status: int
     body: dict
+    repeat: bool = False  # the first answer of a command id, given again
 
 
 def policy() -> Policy:
@@ -54,7 +57,13 @@ def submit(group_id: str, envelope, principal, now: datetime | None = None) -> A
     """Decide one signed command and answer it, over any transport. An answer that
     issued the sender a capability token carries its bearer string too (never stored:
     derived again for a repeated answer)."""
-    answer = _answer(group_id, envelope, principal, now or timezone.now())
+    started = time.perf_counter()
+    try:
+        answer = _answer(group_id, envelope, principal, now or timezone.now())
+    except Exception as error:
+        ports.observer.command(group_id, envelope, principal, started, error)
+        raise
+    ports.observer.command(group_id, envelope, principal, started, answer)
     if answer.status != 200:
         return answer
     return Answer(200, ports.answers.with_bearer(group_id, answer.body, principal))
@@ -78,7 +87,18 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
         return _repeat(prior, fingerprint)
     ports.members.check_membership_epoch(member, envelope["membershipEpoch"])
     command = envelopes.to_command(envelope, member.roles)
+    pending = group_commit.Pending(group_id, command, fingerprint, envelope, now)
+    # A caller's own transaction (a test, a management command) is not shared with
+    # other requests' commands; nor is a command that locks other Groups too.
+    if (not settings.MW_GROUP_COMMIT or connection.in_atomic_block
+            or ports.facts.other_groups(command)):
+        return _alone(pending)
+    return _committer().submit(pending)
 
+
+def _alone(pending) -> Answer:
+    """One command in its own transaction."""
+    group_id, command = pending.group_id, pending.command
     try:
         with transaction.atomic():
             others = ports.facts.other_groups(command)
@@ -88,40 +108,108 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
             else:
                 # The lock and the first read in one round trip: the read runs once the
                 # lock is granted, so it sees every command decided before this one.
+                asked = time.perf_counter()
                 locked, view = ports.projections.load_after(group_id, command,
                                                             _lock_statement(group_id))
+                ports.observer.lock_waited(time.perf_counter() - asked)
                 heads = {group_id: _locked_head(locked)}
-            head = heads[group_id]
-            try:
-                candidates = ports.projections.candidates(group_id, command, view)
-                context = Context(now=now, policy=policy(), candidates=candidates,
-                                  facts=ports.facts.load(group_id, command, head[0]))
-                drafts = commands.decide(view, command, context)
-            except ProtocolError as rejection:
-                answer = Answer(rejection.http_status, rejection.as_json())
-                db.execute_batch([_record(group_id, command, fingerprint, answer, envelope, now)])
-            else:
-                faults.reach("before_append")
-                own = [d for d in drafts if d.group_id in (None, group_id)]
-                events, writes = _append(group_id, head, view, own, command.actor, command.id,
-                                         now)
-                writes += _append_elsewhere(group_id, heads, drafts, command, now)
-                answer = Answer(200, {"commandId": command.id, "events": events,
-                                      "duplicate": False})
-                # The record goes last: a repeated id fails its unique constraint and
-                # takes the whole attempt back with it.
-                db.execute_batch(writes + [_record(group_id, command, fingerprint, answer,
-                                                   None, now)])
-                faults.reach("after_append")
+            answer = _decide_and_write(pending, heads, view)
             faults.reach("before_commit")
-    except IntegrityError:
-        # The command id was answered before (or just now, by a racing twin): the
-        # unique constraint rolled this attempt back whole, so answer as we did then.
-        prior = _prior(group_id, command.id)
-        if prior is None:
-            raise
-        return _repeat(prior, fingerprint)
+    except IntegrityError as error:
+        return _answered_before(pending, error)
     return answer
+
+
+def _together(batch: list) -> None:
+    """Group commit (group_commit.py): the batch's commands in one transaction, each
+    Group locked once, in id order, and each command decided on what the ones before it
+    wrote. Answers are given only once it committed. If the batch fails (a command id
+    answered meanwhile refuses it by its unique record, or a command met an error), each
+    command goes again alone, so that one command's failure is its own."""
+    answers = []
+    try:
+        with transaction.atomic():
+            lock = _lock_many_statement(sorted({p.group_id for p in batch}))
+            first = batch[0]
+            asked = time.perf_counter()
+            try:  # the locks and the first command's reads in one round trip
+                locked, view = ports.projections.load_after(first.group_id, first.command,
+                                                            lock)
+            except ProtocolError:  # its reads are refused: lock without them
+                locked, view = db.fetch(*lock), None
+            ports.observer.lock_waited(time.perf_counter() - asked)
+            heads = {group_id: (sequence, head_hash) for group_id, sequence, head_hash in locked}
+            for index, pending in enumerate(batch):
+                try:
+                    if pending.group_id not in heads:  # membership was checked: a race
+                        raise ProtocolError("NOT_A_MEMBER", "you are not a member of this "
+                                            "Group")
+                    if index or view is None:
+                        view = ports.projections.load(pending.group_id, pending.command)
+                except ProtocolError as error:  # raised before it wrote anything
+                    answers.append(error)
+                    continue
+                answers.append(_decide_and_write(pending, heads, view))
+            faults.reach("before_commit")
+    except Exception:
+        answers = [None] * len(batch)
+    for pending, answer in zip(batch, answers):
+        if isinstance(answer, ProtocolError):
+            pending.error = answer
+        elif answer is None:
+            try:
+                pending.answer = _alone(pending)
+            except Exception as error:
+                pending.error = error
+        else:
+            pending.answer = answer
+
+
+def _decide_and_write(pending, heads: dict, view: state.View) -> Answer:
+    """Decide the command on `view` under its Group's lock and write the decision: its
+    events (chained after `heads`, which moves on) or its rejection, and its record."""
+    group_id, command, now = pending.group_id, pending.command, pending.now
+    head = heads[group_id]
+    try:
+        candidates = ports.projections.candidates(group_id, command, view)
+        context = Context(now=now, policy=policy(), candidates=candidates,
+                          facts=ports.facts.load(group_id, command, head[0]))
+        decided = time.perf_counter()
+        drafts = commands.decide(view, command, context)
+    except ProtocolError as rejection:
+        answer = Answer(rejection.http_status, rejection.as_json())
+        db.execute_batch([_record(group_id, command, pending.fingerprint, answer,
+                                  pending.envelope, now)])
+        return answer
+    faults.reach("before_append")
+    own = [d for d in drafts if d.group_id in (None, group_id)]
+    events, writes = _append(group_id, head, view, own, command.actor, command.id, now)
+    writes += _append_elsewhere(group_id, heads, drafts, command, now)
+    answer = Answer(200, {"commandId": command.id, "events": events, "duplicate": False})
+    # The record goes last: a repeated id fails its unique constraint and takes the
+    # whole attempt back with it.
+    db.execute_batch(writes + [_record(group_id, command, pending.fingerprint, answer, None,
+                                       now)])
+    if events:
+        heads[group_id] = (events[-1]["sequence"], events[-1]["hash"])
+    ports.observer.appended(time.perf_counter() - decided)
+    faults.reach("after_append")
+    return answer
+
+
+def _answered_before(pending, error: IntegrityError) -> Answer:
+    """The command id was answered before (or just now, by a racing twin): the unique
+    constraint rolled this attempt back whole, so answer as we did then."""
+    prior = _prior(pending.group_id, pending.command.id)
+    if prior is None:
+        raise error
+    return _repeat(prior, pending.fingerprint)
+
+
+@cache
+def _committer() -> group_commit.GroupCommit:
+    return group_commit.GroupCommit(_together, settings.MW_GROUP_COMMIT_MAX,
+                                    settings.MW_GROUP_COMMIT_WAIT_MS / 1000)
 
 
 STALE = frozenset({"STALE_SESSION", "CLOCK_SKEW"})
@@ -259,6 +347,14 @@ def _lock(group_id: str, skip_locked: bool = False) -> tuple[int, str] | None:
     return _locked_head(rows)
 
 
+def _lock_many_statement(group_ids: list) -> tuple:
+    """The SELECT that locks the Groups of a batch and reads their heads, (id, sequence,
+    hash) each: in id order (rows are locked as the sort returns them), so that two
+    batches never wait on each other in a cycle. A Group that does not exist is absent."""
+    return (f"SELECT id, head_sequence, head_hash FROM {GROUPS} WHERE id = ANY(%s) "
+            f"ORDER BY id FOR NO KEY UPDATE", [group_ids])
+
+
 def _lock_statement(group_id: str, skip_locked: bool = False) -> tuple:
     """The SELECT of the Group's head that takes its row lock."""
     # NO KEY UPDATE serializes commands as well and lets inserts that merely point at
@@ -308,12 +404,13 @@ def _repeat(prior: CommandRecord, fingerprint: str) -> Answer:
                               f"command id {prior.command_id} was used for a different command")
         return Answer(error.http_status, error.as_json())
     if not prior.accepted:
-        return Answer(prior.status, prior.response)
+        return Answer(prior.status, prior.response, repeat=True)
     # An acceptance is remembered by the sequences of its events; the log has them
     # (or, once archived, the archive).
     first, last = prior.response["sequences"]
     return Answer(200, {"commandId": prior.command_id, "duplicate": True,
-                        "events": history.events_between(prior.group_id, first, last)})
+                        "events": history.events_between(prior.group_id, first, last)},
+                  repeat=True)
 
 
 def _record(group_id, command, fingerprint, answer: Answer, envelope, now) -> tuple:

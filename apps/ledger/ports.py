@@ -12,13 +12,39 @@ AppConfig.ready(), so that the log names none of them (docs/architecture.md):
     facts        apps.artifacts.facts         what a decision needs from outside the log
     answers      apps.work.capability_bearer  an answer's capability token bearer string
     local_hub    apps.delivery.hub.HUB        this process's WebSocket fan-out (no Redis)
+    observer     apps.operations.observer     metrics and logs of what the pipeline and the
+                                              WebSocket connections do (default: nothing)
     committed    [callable(group_id, events)] after each commit: the review's next step
 """
 
+
+class Observer:
+    """What the pipeline (and the delivery consumer) report as they work; this one
+    ignores it all. Each call must be cheap and must never raise."""
+
+    def command(self, group_id: str, envelope, principal, started: float, outcome) -> None:
+        """A command was answered: `outcome` is the pipeline's Answer, or the exception
+        it raised; `started` the time.perf_counter() when `submit` began."""
+
+    def appended(self, seconds: float) -> None:
+        """An accepted command's events were written: seconds from `decide` to the end of
+        the write batch."""
+
+    def lock_waited(self, seconds: float) -> None:
+        """The round trip of the statement that took the Group lock (and the first read)."""
+
+    def connection_opened(self, connection) -> None:
+        """A WebSocket connection was accepted (apps/delivery/consumer.py)."""
+
+    def connection_closed(self, connection) -> None:
+        """A WebSocket connection ended (called for refused handshakes too)."""
+
+
 members = projections = facts = answers = local_hub = None
+observer: Observer = Observer()
 committed: list = []
 
-_PARTS = ("members", "projections", "facts", "answers", "local_hub")
+_PARTS = ("members", "projections", "facts", "answers", "local_hub", "observer")
 
 
 def plug(**parts) -> None:

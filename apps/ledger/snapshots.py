@@ -4,7 +4,10 @@ from it. The state is the replay of the log through the same `evolve` mw_verify 
 
 The document: {id, groupId, sequence, hash (of the event at `sequence`), state:
 {missions, workItems, proposals}, createdAt, signature}; the signature is Ed25519 over
-the RFC 8785 form of the document without `signature` (PROTOCOL §1)."""
+the RFC 8785 form of the document without `signature` (PROTOCOL §1), by the authority's
+current key. Its `keyId` names that key, which GET /api/v1/authority keeps listing after
+a rotation, so a snapshot stays verifiable for as long as it is stored
+(authority.verify)."""
 
 import json
 import uuid

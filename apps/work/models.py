@@ -1,6 +1,11 @@
 """Projections of the log: each row holds the document `state.evolve` produced
 (`doc`) plus the columns that queries and the sweeper filter on. Written only by
-the append pipeline (apps/work/store.py); rebuilt and compared by mw_verify."""
+the append pipeline (apps/work/store.py); rebuilt and compared by mw_verify.
+
+Every key includes the Group, so that the tables can be distributed by group_id: in the
+database each primary key is (id, group_id) (migration 0004; Django's state keeps `id`
+as the pk, unique by its sequence). tests/integration/test_distribution_keys.py holds
+every table to this."""
 
 from django.db import models
 from django.db.models import Q

@@ -76,6 +76,8 @@ def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[li
     body = command.body if isinstance(command.body, dict) else {}
     view = View()
     item_ids = {command.work_item_id} if command.work_item_id else set()
+    if isinstance(body.get("workItemId"), str):  # a client-chosen id: is it taken?
+        item_ids.add(body["workItemId"])
     contract = body.get("contract")
     if isinstance(contract, dict) and isinstance(contract.get("dependencies"), dict):
         deps = contract["dependencies"].get("workItems")
@@ -247,26 +249,32 @@ def candidate_facts(group_id: str, agent_ids=None, capabilities=()) -> dict:
     for every active worker when `agent_ids` is None: roles, Agent Card, Presence,
     current load (WorkItems owned in queued, or in active under an open lease, in any
     Group: an item whose lease timed out has no live owner, §11.5) and, for the given
-    capability ids, the verified/failed history in this Group. Two queries, set-based.
-    The sweeper builds its Context with this."""
+    capability ids, the verified/failed history in this Group. Three queries, set-based,
+    in two round trips. The sweeper builds its Context with this."""
     where = ("1 = 1", []) if agent_ids is None else _in(
         "m.principal", {f"agent:{n}" for n in agent_ids})
-    rows = db.fetch(
-        f"SELECT a.id, a.card, m.roles, p.available_slots, p.status, p.reported_at, "
-        f"(SELECT count(*) FROM {ITEMS} w WHERE w.owner = a.id "
-        f"AND w.state IN ('queued', 'active') "
-        f"AND (w.state = 'queued' OR w.lease_id IS NOT NULL)) "
-        f"FROM {Membership._meta.db_table} m "
-        f"JOIN {Agent._meta.db_table} a ON m.principal = 'agent:' || a.id "
-        f"LEFT JOIN {Presence._meta.db_table} p ON p.agent_id = a.id "
-        f"WHERE m.group_id = %s AND m.active AND {where[0]}", [group_id, *where[1]])
+    members = (f"m.group_id = %s AND m.active AND {where[0]}", [group_id, *where[1]])
+    rows, loads = db.fetch_all([
+        (f"SELECT a.id, a.card, m.roles, p.available_slots, p.status, p.reported_at "
+         f"FROM {Membership._meta.db_table} m "
+         f"JOIN {Agent._meta.db_table} a ON m.principal = 'agent:' || a.id "
+         f"LEFT JOIN {Presence._meta.db_table} p ON p.agent_id = a.id "
+         f"WHERE {members[0]}", members[1]),
+        # The load counts work in every Group, so it reads them all (once the tables are
+        # distributed by Group, every shard): a statement of its own, not a subquery
+        # correlated with this Group's rows, which Citus could not plan. Same round trip.
+        (f"SELECT owner, count(*) FROM {ITEMS} WHERE owner IN (SELECT substr(m.principal, 7) "
+         f"FROM {Membership._meta.db_table} m WHERE {members[0]} "
+         f"AND m.principal LIKE 'agent:%%') AND state IN ('queued', 'active') "
+         f"AND (state = 'queued' OR lease_id IS NOT NULL) GROUP BY owner", members[1])])
+    loads = dict(loads)
     facts = {}
-    for agent_id, card, roles, slots, status, reported_at, load in rows:
+    for agent_id, card, roles, slots, status, reported_at in rows:
         roles = frozenset(db.from_json(roles))
         if agent_ids is None and "worker" not in roles:
             continue
         presence = None if status is None else PresenceReport(slots, status, db.aware(reported_at))
-        facts[agent_id] = (roles, db.from_json(card), presence, load)
+        facts[agent_id] = (roles, db.from_json(card), presence, loads.get(agent_id, 0))
     history = _reliability(group_id, facts, capabilities)
     return {agent_id: Candidate(agent_id, roles, card, presence, history.get(agent_id, {}), load)
             for agent_id, (roles, card, presence, load) in facts.items()}

@@ -4,6 +4,7 @@ import base64
 import hashlib
 import json
 import math
+from functools import lru_cache
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
@@ -81,29 +82,54 @@ def signature_key_id(document: dict) -> str | None:
 
 def verify(document: dict, public_key: Ed25519PublicKey, signed: bytes | None = None) -> bool:
     """True when `document.signature` is a valid Ed25519 signature by `public_key`.
-    `signed` may pass signing_bytes(document) when the caller already has them."""
+    `signed` may pass signing_bytes(document) when the caller already has them.
+    Stricter than OpenSSL alone: the key must pass public_key_problem, and S must be
+    below the group order (OpenSSL checks that too; here it does not depend on it)."""
     signature = document.get("signature")
     if not isinstance(signature, dict) or signature.get("alg") != "Ed25519":
         return False
     try:
-        public_key.verify(b64url_decode(signature.get("sig")),
-                          signed if signed is not None else signing_bytes(document))
+        sig = b64url_decode(signature.get("sig"))
+        if len(sig) != 64 or int.from_bytes(sig[32:], "little") >= ED25519_ORDER:
+            return False
+        if public_key_problem(_raw_public(public_key)) is not None:
+            return False
+        public_key.verify(sig, signed if signed is not None else signing_bytes(document))
     except (InvalidSignature, ValueError, TypeError):
         return False
     return True
 
 
 def public_key_from_b64url(text: str) -> Ed25519PublicKey:
-    raw = b64url_decode(text)
-    if len(raw) != 32:
-        raise ValueError("an Ed25519 public key is 32 bytes")
+    """The Ed25519 public key written as base64url (raw 32 bytes, no padding); ValueError
+    saying what is wrong when it is not one the server accepts (public_key_problem)."""
+    if not isinstance(text, str):
+        raise ValueError("a public key is a base64url string")
+    return _public_key(text)
+
+
+@lru_cache(maxsize=4096)  # every command verifies with a stored key: parse each once
+def _public_key(text: str) -> Ed25519PublicKey:
+    try:
+        raw = b64url_decode(text)
+    except ValueError:
+        raise ValueError("a public key is base64url (A-Z a-z 0-9 - _, no padding)") from None
+    problem = public_key_problem(raw)
+    if problem is not None:
+        raise ValueError(problem)
+    if b64url(raw) != text:
+        raise ValueError("the public key is not written as canonical base64url (no '=' "
+                         "padding, no other characters, unused low bits zero)")
     return Ed25519PublicKey.from_public_bytes(raw)
+
+
+def _raw_public(key: Ed25519PublicKey) -> bytes:
+    return key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
 
 
 def public_key_b64url(key: Ed25519PrivateKey | Ed25519PublicKey) -> str:
     public = key.public_key() if isinstance(key, Ed25519PrivateKey) else key
-    raw = public.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    return b64url(raw)
+    return b64url(_raw_public(public))
 
 
 def private_key_from_b64url(text: str) -> Ed25519PrivateKey:
@@ -114,6 +140,64 @@ def private_key_b64url(key: Ed25519PrivateKey) -> str:
     raw = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw,
                             serialization.NoEncryption())
     return b64url(raw)
+
+
+# --- Ed25519 public keys: what OpenSSL lets through -----------------------------------
+# OpenSSL refuses a signature whose S is not below the group order, but takes any 32 bytes
+# that decode to a curve point as a public key. Two kinds are refused here, at
+# registration and at every verification (the checks libsodium's verify makes):
+# - a point of small order (8 points; with one, R = identity and S = 0 "verifies" many
+#   messages, so a signature proves nothing about who made it);
+# - a non-canonical encoding (y not reduced mod p, or x = 0 with the sign bit set): a
+#   second spelling of a point, so one key could be registered twice under two ids.
+# RFC 8032 §5.1.3 decoding, in affine coordinates: the point is checked once per key.
+
+_P = 2**255 - 19
+ED25519_ORDER = 2**252 + 27742317777372353535851937790883648493  # L, the base point's order
+_D = -121665 * pow(121666, _P - 2, _P) % _P
+_SQRT_M1 = pow(2, (_P - 1) // 4, _P)
+
+
+@lru_cache(maxsize=4096)
+def public_key_problem(raw: bytes) -> str | None:
+    """Why `raw` is not an Ed25519 public key the server accepts, or None."""
+    if len(raw) != 32:
+        return f"an Ed25519 public key is 32 bytes; this one is {len(raw)}"
+    y, sign = int.from_bytes(raw, "little") & ((1 << 255) - 1), raw[31] >> 7
+    if y >= _P:
+        return ("the public key is not a canonical point encoding (its y is not reduced "
+                "modulo 2^255-19)")
+    x = _recover_x(y)
+    if x is None:
+        return "the public key is not a point on the Ed25519 curve"
+    if x == 0 and sign:
+        return "the public key is not a canonical point encoding (x is 0, the sign bit is 1)"
+    if _times_8_is_identity(x if x % 2 == sign else _P - x, y):
+        return ("the public key is a point of small order, with which signatures prove "
+                "nothing; generate a new key")
+    return None
+
+
+def _recover_x(y: int) -> int | None:
+    u, v = (y * y - 1) % _P, (_D * y * y + 1) % _P
+    x = u * pow(v, 3, _P) * pow(u * pow(v, 7, _P), (_P - 5) // 8, _P) % _P
+    if (v * x * x - u) % _P == 0:
+        return x
+    if (v * x * x + u) % _P == 0:
+        return x * _SQRT_M1 % _P
+    return None
+
+
+def _times_8_is_identity(x: int, y: int) -> bool:
+    """[8](x, y) is the neutral point: three doublings in projective coordinates, with
+    RFC 8032 §5.1.4's formula (no inversions; valid for every point of the curve)."""
+    z = 1
+    for _ in range(3):
+        a, b, c = x * x, y * y, 2 * z * z
+        h, g = a + b, a - b
+        e, f = h - (x + y) ** 2, c + g
+        x, y, z = e * f % _P, g * h % _P, f * g % _P
+    return x == 0 and y == z
 
 
 # --- the JSON domain: what RFC 8785 can encode and PostgreSQL can store ------------------

@@ -35,6 +35,15 @@ CHUNK = 1 << 16
 NEVER_SENT = (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)
 
 
+def retry_after(response: httpx.Response, longest: float = 60.0) -> float:
+    """The seconds a 429 (RATE_LIMITED) asks to wait (`Retry-After`), at most `longest`;
+    0 without one."""
+    try:
+        return min(max(float(response.headers.get("Retry-After", 0)), 0.0), longest)
+    except ValueError:
+        return 0.0
+
+
 def may_have_arrived(error: BaseException) -> bool:
     """Whether a request that failed with `error` (a transport failure of `Client`) may
     have reached the server, its answer lost: False only if no attempt was ever sent."""
@@ -256,6 +265,7 @@ class Client:
         sent = False  # whether any attempt may have reached the server
         for attempt in range(attempts):
             last = attempt == attempts - 1
+            delay = min(self.backoff_seconds * 2 ** attempt, 5.0)
             try:
                 response = await self.http.request(
                     method, path, json=json, params=params,
@@ -273,6 +283,8 @@ class Client:
                 retryable = response.status_code >= 500 or response.status_code == 429
                 if not retryable or last:
                     raise ApiError.from_response(response)
-                log.info("%s %s: %s; retrying", method, path, response.status_code)
-            await asyncio.sleep(min(self.backoff_seconds * 2 ** attempt, 5.0))
+                delay = max(delay, retry_after(response))
+                log.info("%s %s: %s; retrying in %.1f s", method, path, response.status_code,
+                         delay)
+            await asyncio.sleep(delay)
         raise AssertionError("unreachable")

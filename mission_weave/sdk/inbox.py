@@ -41,6 +41,10 @@ SnapshotHandler = Callable[[str, dict], Awaitable[None]]
 RestartHandler = Callable[[str], Awaitable[None]]
 
 
+# At most one ACK frame per this many seconds (the server's MW_WS_FRAME_RATE is per
+# connection; a burst of events must not spend it).
+ACK_SECONDS = 0.1
+
 class CursorGap(Exception):
     """An attempt to move a Cursor by more than one sequence."""
 
@@ -187,6 +191,8 @@ class Inbox:
         self.connected = asyncio.Event()  # set while a WebSocket subscription is live
         self.caught_up = asyncio.Event()  # set after the first catch-up of every Group
         self._ws = None
+        self._unacked: set = set()  # Groups processed since the last ACK frame
+        self._acking: asyncio.Task | None = None
         self.received = {"ws": 0, "http": 0}  # events taken in from each transport
         # Groups whose stored Cursor is checked against the log at the next catch-up: all
         # of them at start, and again after any outage (the server may have been reset).
@@ -280,9 +286,22 @@ class Inbox:
                 log.warning("server ERROR frame: %s %s", frame.get("code"), frame.get("message"))
 
     async def _ack(self, stream: GroupStream) -> None:
-        if self._ws is not None:
-            await self._ws.send(json.dumps({"op": "ACK", "cursors": [
-                {"groupId": stream.group_id, "sequence": stream.done}]}))
+        """ACK what was processed, coalesced: one frame per ACK_SECONDS at most, naming
+        every Group that moved (the server limits a connection's frames per second)."""
+        self._unacked.add(stream.group_id)
+        if self._acking is None or self._acking.done():
+            self._acking = asyncio.create_task(self._send_acks())
+
+    async def _send_acks(self) -> None:
+        await asyncio.sleep(ACK_SECONDS)
+        ws, groups, self._unacked = self._ws, self._unacked, set()
+        if ws is None or not groups:
+            return  # the connection went: the next subscription says where we are
+        try:
+            await ws.send(json.dumps({"op": "ACK", "cursors": [
+                {"groupId": g, "sequence": self.streams[g].done} for g in sorted(groups)]}))
+        except websockets.ConnectionClosed:
+            pass
 
     async def _fill_gaps(self) -> None:
         for group_id, stream in self.streams.items():

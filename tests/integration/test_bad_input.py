@@ -530,3 +530,22 @@ def test_fuzz_random_members_in_a_human_envelope_never_break_the_server(s, membe
     head = s.world.head
     assert_rejected(s.owner.post(envelope))
     assert s.world.head == head
+
+
+# --- a client-chosen id that is taken ------------------------------------------------------
+
+def test_authorizing_a_work_item_id_that_is_taken_is_refused_and_changes_nothing(s):
+    """work.authorize's `workItemId` names the item it creates; one that exists (here
+    active, with an owner) is refused, never overwritten by a fresh `open` one."""
+    item_id = s.queued()
+    s.start(item_id)
+    before, head = s.item(item_id), s.world.head
+
+    response = s.c.send("work.authorize", {"missionId": s.mission_id, "workItemId": item_id,
+                                           "contract": contract()})
+
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "VALIDATION_ERROR"
+    assert response.json()["error"]["details"] == {"id": item_id}
+    assert s.item(item_id) == before and s.world.head == head
+    assert before["state"] == "active"

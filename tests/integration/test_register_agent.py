@@ -1,7 +1,8 @@
 """`mw_register_agent` (PROTOCOL §6) as an operator meets it: a base64url key that begins
 with "-" (one in 64), given as `--public-key=KEY` or from `--public-key-file FILE` (the key
-itself or an SDK JSON key file); exactly one of the two; and an Agent Card refused with
-what is wrong and an example of a valid one."""
+itself or an SDK JSON key file); exactly one of the two; an Agent Card refused with
+what is wrong and an example of a valid one; keys the Ed25519 checks refuse (wrong length,
+small order, non-canonical); and key rotation: --add-key, --revoke-key, the keys shown."""
 
 import io
 import json
@@ -249,3 +250,100 @@ def test_registering_through_the_registry_shows_the_example_too(public):
     assert "Agent Card" in error.message and EXAMPLE in error.message
     assert error.details["example"] == registry.CARD_EXAMPLE
     assert error.details == {"path": "(root)", "example": registry.CARD_EXAMPLE}
+
+
+# --- keys the checks refuse (mission_weave/protocol/canonical.py) --------------------------
+
+@pytest.mark.parametrize("raw,words", [
+    (bytes(31), "an Ed25519 public key is 32 bytes; this one is 31"),
+    (bytes(33), "an Ed25519 public key is 32 bytes; this one is 33"),
+    (bytes.fromhex("01" + "00" * 31), "a point of small order"),
+    (bytes(32), "a point of small order"),
+    (bytes.fromhex("ee" + "ff" * 30 + "7f"), "not a canonical point encoding"),
+])
+@pytest.mark.django_db
+def test_a_key_the_checks_refuse_is_not_registered_and_says_why(raw, words):
+    message = refused("weak-agent", f"--public-key={canonical.b64url(raw)}")
+
+    assert message.startswith("VALIDATION_ERROR: public key: ")
+    assert words in message
+    assert not Agent.objects.filter(id="weak-agent").exists()
+
+
+@pytest.mark.django_db
+def test_a_padded_key_is_refused_saying_how_to_write_it(public):
+    message = refused("padded-agent", f"--public-key={public}=")
+    assert "canonical base64url" in message and "padding" in message
+
+
+# --- --add-key and --revoke-key --------------------------------------------------------------
+
+def other_public() -> str:
+    return canonical.public_key_b64url(Ed25519PrivateKey.generate())
+
+
+@pytest.mark.django_db
+def test_add_key_gives_a_registered_agent_its_next_key_id_and_shows_its_keys(public):
+    register("rot-agent", f"--public-key={public}")
+    second = other_public()
+
+    result = register("rot-agent", "--add-key", f"--public-key={second}")
+
+    assert result["keyId"] == "rot-agent#2"
+    assert [(k["keyId"], k["publicKey"], k["active"], k["revokedAt"]) for k in result["keys"]] \
+        == [("rot-agent#1", public, True, None), ("rot-agent#2", second, True, None)]
+    assert register("rot-agent", "--add-key", f"--public-key={second}")["keyId"] == "rot-agent#2"
+    assert AgentKey.objects.filter(agent_id="rot-agent").count() == 2
+
+
+@pytest.mark.django_db
+def test_add_key_refuses_an_agent_that_is_not_registered(public):
+    message = refused("typo-agent", "--add-key", f"--public-key={public}")
+
+    assert message.startswith("NOT_FOUND: no agent typo-agent is registered")
+    assert not Agent.objects.filter(id="typo-agent").exists()
+
+
+@pytest.mark.django_db
+def test_revoke_key_revokes_and_a_revoked_key_cannot_come_back(public):
+    register("rev-agent", f"--public-key={public}")
+    register("rev-agent", "--add-key", f"--public-key={other_public()}")
+
+    result = register("rev-agent", "--revoke-key", "rev-agent#1")
+
+    assert (result["agentId"], result["keyId"], result["revoked"]) == \
+        ("rev-agent", "rev-agent#1", True)
+    assert [(k["keyId"], k["active"]) for k in result["keys"]] == \
+        [("rev-agent#1", False), ("rev-agent#2", True)]
+    assert result["keys"][0]["revokedAt"] is not None
+    key = AgentKey.objects.get(key_id="rev-agent#1")
+    assert not key.active and key.revoked_at is not None
+    again = refused("rev-agent", "--add-key", f"--public-key={public}")
+    assert "rev-agent#1, which was revoked" in again
+    assert "revoked" in refused("rev-agent", f"--public-key={public}")
+    # A new key takes the next number: ids are never reused.
+    assert register("rev-agent", "--add-key", f"--public-key={other_public()}")["keyId"] == \
+        "rev-agent#3"
+
+
+@pytest.mark.django_db
+def test_revoke_key_names_the_agents_keys_when_the_key_is_not_its(public):
+    register("own-agent", f"--public-key={public}")
+
+    message = refused("own-agent", "--revoke-key", "other-agent#1")
+
+    assert message == ("NOT_FOUND: agent own-agent has no key other-agent#1 (its keys: "
+                       "own-agent#1)")
+    assert refused("ghost-agent", "--revoke-key", "ghost-agent#1") == \
+        "NOT_FOUND: no agent ghost-agent is registered"
+    assert AgentKey.objects.get(key_id="own-agent#1").active
+
+
+@pytest.mark.django_db
+def test_revoke_key_takes_no_key_option(public):
+    register("mix-agent", f"--public-key={public}")
+
+    message = refused("mix-agent", "--revoke-key", "mix-agent#1", f"--public-key={public}")
+
+    assert "--revoke-key takes no other option (--public-key given)" in message
+    assert AgentKey.objects.get(key_id="mix-agent#1").active

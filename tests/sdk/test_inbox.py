@@ -201,8 +201,10 @@ class RecordingSocket:
         self.frames.append((json.loads(text), list(self.seen)))
 
 
-def test_acks_follow_processing_and_name_the_processed_cursor(tmp_path):
-    events = chain(4)
+def test_acks_follow_processing_coalesced_and_name_the_processed_cursor(tmp_path):
+    from mission_weave.sdk.inbox import ACK_SECONDS
+
+    events = chain(5)
     seen = []
     inbox = make_inbox(FakeFeed(events), CursorStore(":memory:"), seen)
     socket = RecordingSocket(seen)
@@ -211,11 +213,15 @@ def test_acks_follow_processing_and_name_the_processed_cursor(tmp_path):
     async def go():
         for event in (events[1], events[0], events[3], events[2]):
             await inbox._frame(socket, {"op": "EVENT", "event": event})
+        await asyncio.sleep(ACK_SECONDS * 3)
+        await inbox._frame(socket, {"op": "EVENT", "event": events[4]})
+        await asyncio.sleep(ACK_SECONDS * 3)
     asyncio.run(go())
 
+    # One frame for the burst, after all of it was processed; then one for the next.
     acks = [(frame["cursors"], handled) for frame, handled in socket.frames]
-    assert acks == [([{"groupId": G, "sequence": 2}], [1, 2]),
-                    ([{"groupId": G, "sequence": 4}], [1, 2, 3, 4])]
+    assert acks == [([{"groupId": G, "sequence": 4}], [1, 2, 3, 4]),
+                    ([{"groupId": G, "sequence": 5}], [1, 2, 3, 4, 5])]
 
 
 def test_a_cursor_too_old_error_frame_resumes_from_the_snapshot_and_resubscribes(tmp_path):

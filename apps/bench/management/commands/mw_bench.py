@@ -49,6 +49,18 @@ class Command(BaseCommand):
                             help="subscriber counts, comma-separated")
         parser.add_argument("--fanout-seconds", type=float, default=5.0,
                             help="seconds of paced commits per subscriber count")
+        parser.add_argument("--load", action="store_true",
+                            help="instead: a mixed agent workload for --seconds (lifecycles, "
+                                 "renewals, progress, submissions, takeovers, WebSocket "
+                                 "subscribers, dashboard reads), beside raw SQL over the same "
+                                 "commands (apps/bench/load.py)")
+        parser.add_argument("--seconds", type=float, default=30.0,
+                            help="how long --load drives its workload")
+        parser.add_argument("--load-subscribers", type=int, default=20,
+                            help="WebSocket subscribers of --load, spread over the Groups")
+        parser.add_argument("--celery-workers", type=int, default=1,
+                            help="Celery workers --load starts (the first with beat): the "
+                                 "review of each submission, the sweeper")
 
     def handle(self, *args, **options):
         report = (lambda text: None) if options["json"] else self.stderr.write
@@ -60,6 +72,8 @@ class Command(BaseCommand):
             return self._blobs(options, report)
         if options["fanout"]:
             return self._fanout(options, report)
+        if options["load"]:
+            return self._load(options, report)
         results = []
         if options["renew"]:
             results.append(renew.scenario(options["groups"], options["renew_leases"],
@@ -161,4 +175,38 @@ class Command(BaseCommand):
                          f"{ws['deliveriesPerSecond']:>13} {ws['p50Ms']:>8}/{ws['p99Ms']:<8} "
                          f"{raw['p50Ms']:>8}/{raw['p99Ms']:<8} {row['p99Ratio']:>7}")
         report("\n".join(lines))
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
+
+    def _load(self, options, report) -> None:
+        from apps.bench import load
+
+        if options["seconds"] <= 0 or options["clients"] < 1 or options["groups"] < 1:
+            raise CommandError("--seconds, --clients and --groups must be positive")
+        if options["load_subscribers"] < 0 or options["celery_workers"] < 0:
+            raise CommandError("--load-subscribers and --celery-workers cannot be negative")
+        r = load.scenario(options["seconds"], options["groups"], options["clients"],
+                          options["web_workers"], options["load_subscribers"],
+                          options["celery_workers"], report)
+        api, raw, ws = r["api"], r["raw"], r["websocket"]
+        lines = [f"\nload: {r['groups']} Groups, {r['clients']} lanes, daphne × "
+                 f"{r['webWorkers']}, Celery × {r['celeryWorkers']}, {api['seconds']} s",
+                 f"  operations/s         {api['operationsPerSecond']:>9}   "
+                 f"({api['operations']} requests)",
+                 f"  commands/s           {api['commandsPerSecond']:>9}   "
+                 f"({api['lifecycles']} lifecycles, {api['rescues']} takeovers)",
+                 f"  raw SQL tx/s         {raw['transactionsPerSecond']:>9}",
+                 f"  ratio                {r['ratio']:>9}",
+                 f"  errors               {api['errorCount']:>9}   {api['errors'] or ''}",
+                 f"  late commands fenced {api['fenced']:>9}   "
+                 f"(stale accepted: {api['staleAccepted']})"]
+        if ws is not None:
+            lines.append(f"  WebSocket            {ws['deliveriesPerSecond']:>9} deliveries/s "
+                         f"to {ws['subscribers']}, p50 {ws['p50Ms']} / p99 {ws['p99Ms']} ms, "
+                         f"missing {ws['missing']}, duplicates {ws['duplicates']}")
+        lines.append("  operation               p50 ms    p99 ms        n")
+        for name, stat in api["latency"].items():
+            lines.append(f"  {name:<22} {stat['p50Ms']:>7} {stat['p99Ms']:>9} {stat['n']:>8}")
+        report("\n".join(lines))
+        if ws is not None:
+            ws.pop("sockets")  # per socket, in the table's sums
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
