@@ -7,8 +7,9 @@ web process); the commit moment is stamped by an on-commit hook registered befor
 the pipeline's own publish hook. The subscribers are real WebSocket clients of daphne
 (`websockets`) on one event loop in a child process (apps/bench/fanout_receivers.py),
 as are the raw Redis subscribers, so that committing does not hold their GIL.
-Commits are paced at `rate(n)` events/s, so that 50 and 100 subscribers take 5,000
-deliveries/s."""
+Commits are paced at `--fanout-rate` events/s; without it at `rate(n)`, so that 50 and
+100 subscribers take 5,000 deliveries/s. With a rate, deliveries/s = rate x subscribers
+(e.g. 200 or 500 subscribers at 100 events/s: 20,000 and 50,000 deliveries/s)."""
 
 import json
 import multiprocessing
@@ -25,12 +26,14 @@ from apps.ledger import feed, pipeline
 from . import fanout_receivers, lifecycle
 from .harness import percentile_ms, server
 
-TARGET_DELIVERIES = 5000
-MAX_RATE = 100  # events/s committed, at most
+DEFAULT_DELIVERIES = 5000  # per second, when no events rate is given
+DEFAULT_MAX_RATE = 100  # events/s committed, at most, when no events rate is given
 
 
-def rate(subscribers: int) -> float:
-    return min(MAX_RATE, TARGET_DELIVERIES / subscribers)
+def rate(subscribers: int, events_per_second: float | None = None) -> float:
+    if events_per_second is not None:
+        return events_per_second
+    return min(DEFAULT_MAX_RATE, DEFAULT_DELIVERIES / subscribers)
 
 
 def stats(latencies: list, deliveries: int, seconds: float) -> dict:
@@ -142,7 +145,8 @@ def redis_run(subscribers: int, messages: list, per_second: float) -> dict:
     return stats([t - stamps[k] for k, t in receipts], len(receipts), elapsed)
 
 
-def scenario(subscriber_counts: list, seconds: float, workers: int, report) -> dict:
+def scenario(subscriber_counts: list, seconds: float, workers: int, report,
+             events_per_second: float | None = None) -> dict:
     if not settings.REDIS_URL:
         raise RuntimeError("the fan-out benchmark needs REDIS_URL")
     run = uuid.uuid4().hex[:8]
@@ -151,7 +155,7 @@ def scenario(subscriber_counts: list, seconds: float, workers: int, report) -> d
     rows = []
     with server(workers) as port:
         for subscribers in subscriber_counts:
-            per_second = rate(subscribers)
+            per_second = rate(subscribers, events_per_second)
             count = max(20, int(per_second * seconds))
             report(f"[fanout] {subscribers} subscriber(s): {count} events at "
                    f"{per_second:g}/s over WebSocket...")

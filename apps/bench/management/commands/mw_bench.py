@@ -47,6 +47,10 @@ class Command(BaseCommand):
                                  "receipt, beside raw Redis pub/sub (apps/bench/fanout.py)")
         parser.add_argument("--fanout-subscribers", default="1,50,100",
                             help="subscriber counts, comma-separated")
+        parser.add_argument("--fanout-rate", type=float, default=None, metavar="EVENTS_PER_S",
+                            help="events committed per second in --fanout (deliveries/s = "
+                                 "this x subscribers); default: 5,000 deliveries/s, at most "
+                                 "100 events/s")
         parser.add_argument("--fanout-seconds", type=float, default=5.0,
                             help="seconds of paced commits per subscriber count")
         parser.add_argument("--load", action="store_true",
@@ -166,7 +170,10 @@ class Command(BaseCommand):
             raise CommandError("--fanout-subscribers takes whole numbers, comma-separated")
         if not counts or min(counts) < 1:
             raise CommandError("--fanout-subscribers must be positive")
-        r = fanout.scenario(counts, options["fanout_seconds"], options["web_workers"], report)
+        if options["fanout_rate"] is not None and options["fanout_rate"] <= 0:
+            raise CommandError("--fanout-rate must be positive")
+        r = fanout.scenario(counts, options["fanout_seconds"], options["web_workers"], report,
+                            options["fanout_rate"])
         lines = [f"\nfanout: commit -> receipt, daphne × {r['webWorkers']}",
                  "  subs  events/s  deliveries/s   WS p50/p99 ms     raw p50/p99 ms   p99 ratio"]
         for row in r["runs"]:
