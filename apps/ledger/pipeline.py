@@ -127,6 +127,7 @@ def _together(batch: list) -> None:
     answered meanwhile refuses it by its unique record, or a command met an error), each
     command goes again alone, so that one command's failure is its own."""
     answers = []
+    ports.observer.batched(len(batch))
     try:
         with transaction.atomic():
             lock = _lock_many_statement(sorted({p.group_id for p in batch}))

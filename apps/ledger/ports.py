@@ -33,6 +33,9 @@ class Observer:
     def lock_waited(self, seconds: float) -> None:
         """The round trip of the statement that took the Group lock (and the first read)."""
 
+    def batched(self, size: int) -> None:
+        """Group commit: a transaction decided `size` commands together."""
+
     def connection_opened(self, connection) -> None:
         """A WebSocket connection was accepted (apps/delivery/consumer.py)."""
 

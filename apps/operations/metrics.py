@@ -25,6 +25,10 @@ LOCK_WAIT_SECONDS = Histogram(
     "mw_group_lock_wait_seconds", "Round trip of the statement that takes the Group lock "
     "(with the aggregate's first read), waiting included.", buckets=SECONDS, registry=REGISTRY)
 
+GROUP_COMMIT_SIZE = Histogram(
+    "mw_group_commit_batch_size", "Commands decided together in one transaction by group "
+    "commit (MW_GROUP_COMMIT).", buckets=(1, 2, 4, 8, 16, 32, 64), registry=REGISTRY)
+
 WEBSOCKET_CONNECTIONS = Gauge(
     "mw_websocket_connections", "Open agent WebSocket connections (/ws/v1/).",
     multiprocess_mode="livesum", registry=REGISTRY)

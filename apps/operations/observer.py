@@ -65,6 +65,9 @@ class Observer(ports.Observer):
     def lock_waited(self, seconds: float) -> None:
         metrics.LOCK_WAIT_SECONDS.observe(seconds)
 
+    def batched(self, size: int) -> None:
+        metrics.GROUP_COMMIT_SIZE.observe(size)
+
     def connection_opened(self, connection) -> None:
         self.connections.opened(connection)
 

@@ -37,8 +37,13 @@ def authorize(cast: Cast, item_id: str) -> dict:
 
 
 def test_commands_that_arrive_together_commit_together_and_each_is_answered(batches):
+    from apps.operations import metrics
+    from tests.integration.test_operations import own
+
     cast = Cast("gc-many")
     envelopes = [authorize(cast, f"wi-{n}") for n in range(24)]
+    counted, setup = own(metrics.GROUP_COMMIT_SIZE, "mw_group_commit_batch_size_sum"), \
+        len(batches)
 
     answers = race([lambda e=e: post(cast.c.token, cast.group_id, e) for e in envelopes])
 
@@ -49,6 +54,8 @@ def test_commands_that_arrive_together_commit_together_and_each_is_answered(batc
                        .values_list("sequence", flat=True))
     assert sequences == list(range(1, len(sequences) + 1))  # gapless across the batches
     assert max(batches) > 1 and sum(batches) >= 24
+    assert own(metrics.GROUP_COMMIT_SIZE, "mw_group_commit_batch_size_sum") - counted == \
+        sum(batches[setup:])  # /metrics shows the batch sizes
     assert verify_group(cast.group_id) == []
 
 
