@@ -63,7 +63,7 @@ def test_every_error_code_is_in_the_errors_table_with_its_http_status():
 
 
 def _route_pattern(route: str) -> re.Pattern:
-    """A Django route as the doc writes it: `<id:hash>` and `<path:name>` as
+    """A Django route as the doc writes it: `<id:hash>` and `<text:name>` as
     `sha256:<hex>`, any other `<...>` as `{...}`."""
     parts = re.split(r"(<[^>]+>)", route)
     regex = ""

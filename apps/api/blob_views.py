@@ -25,7 +25,8 @@ class BlobView(APIView):
                    description="The raw bytes, named by their SHA-256. Streamed and hashed as "
                                "they are written; `HASH_MISMATCH` (422) keeps nothing; over "
                                "MW_BLOB_MAX_BYTES `PAYLOAD_TOO_LARGE` (413). Answers "
-                               "`{hash, size}`: 201 when stored, 200 when it was already there.")
+                               "`{hash, size}`: 201 when stored, 200 when it was already there and "
+                               "the sender could read it (else 201, as for new bytes).")
     def put(self, request, name):
         principal = principal_of(request)
         digest = blobs.parse_name(name)

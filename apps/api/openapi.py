@@ -271,8 +271,9 @@ def _answer_components(named: dict) -> dict:
             ("active",), active=BOOL, scope=STR, scopes=ANY_OBJECT, groupId=STR,
             workItemId=STR, missionId=STR, leaseId=STR, ownershipEpoch=INT, sub=STR, exp=INT,
             tokenId=STR, token_type=STR),
-        "AuthorityKeys": _obj(("keys",), keys=_list(_obj(("keyId", "publicKey"), keyId=STR,
-                                                         publicKey=STR))),
+        "AuthorityKeys": _obj(("keys",), keys=_list(_obj(
+            ("keyId", "publicKey"), keyId=STR, publicKey=STR, current=BOOL,
+            retiredAt=time))),
         "Cursor": _obj(("groupId", "principal", "sequence", "updatedAt"), groupId=STR,
                        principal=STR, sequence=INT, updatedAt=maybe_time),
         "AgentCard": convert(source(registry.AGENT_CARD), named),
@@ -300,21 +301,22 @@ def _answer_components(named: dict) -> dict:
             submission=_nullable(ANY_OBJECT), review=_nullable(ANY_OBJECT),
             openAmbiguities=_list({}), usage=ANY_OBJECT,
             scheduleDisclosure=_nullable(ANY_OBJECT)),
-        "WorkItemList": _obj(("workItems",), workItems=_list(ref("WorkItem"))),
+        "WorkItemList": _obj(("workItems",), workItems=_list(ref("WorkItem")), truncated=BOOL),
         "Mission": _obj(
             ("id", "title", "state", "ownerId", "coordinatorId", "parentWorkItemId",
              "workItems"),
             id=STR, title=STR, state={"type": "string", "enum": mission_states}, ownerId=STR,
             coordinatorId=STR, parentWorkItemId=_nullable(STR), workItems=_list(STR),
             revision=INT, budgets=_nullable(ANY_OBJECT), autoDispatch=BOOL, usage=ANY_OBJECT),
-        "MissionList": _obj(("missions",), missions=_list(ref("Mission"))),
+        "MissionList": _obj(("missions",), missions=_list(ref("Mission")), truncated=BOOL),
         "RefusedCommand": _obj(
             ("commandId", "type", "actor", "at", "status", "error", "command"), commandId=STR,
             type=STR, actor=STR, at=time, status=INT,
             error=_nullable(ref("ErrorObject")),
             command=_nullable(ANY_OBJECT)),
         "AuditTrail": _obj(("events", "refusedCommands"), events=_list(ref("Event")),
-                           refusedCommands=_list(ref("RefusedCommand"))),
+                           refusedCommands=_list(ref("RefusedCommand")),
+                           refusedCommandsTruncated=BOOL),
         "Review": _obj(
             ("workItemId", "state", "revision", "contractRevision", "deliverables",
              "acceptanceCriteria", "submission", "review", "history"),
@@ -377,13 +379,28 @@ def components() -> dict:
     return copy.deepcopy(_components())
 
 
+# Every request under /api/v1/ counts against a rate limit, by client IP before anything
+# else and by principal once known (mission_weave/limits.py): any operation may answer it.
+RATE_LIMITED_ANSWER = {
+    "description": "`RATE_LIMITED`",
+    "headers": {"Retry-After": {"description": "whole seconds until a retry may pass",
+                                "schema": {"type": "integer", "minimum": 1}}},
+    "content": {"application/json": {"schema": ref("ErrorEnvelope")}},
+}
+
+
 def postprocess(result, generator, request, public):
-    """drf-spectacular hook: add the components, and mark every request body required
-    (a raw schema in `extend_schema(request=...)` leaves it optional)."""
+    """drf-spectacular hook: add the components, mark every request body required (a raw
+    schema in `extend_schema(request=...)` leaves it optional) and give every operation its
+    429 answer."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(components())
     for operations in result.get("paths", {}).values():
         for operation in operations.values():
-            if isinstance(operation, dict) and "requestBody" in operation:
+            if not isinstance(operation, dict):
+                continue
+            if "requestBody" in operation:
                 operation["requestBody"]["required"] = True
+            operation.setdefault("responses", {}).setdefault(
+                "429", copy.deepcopy(RATE_LIMITED_ANSWER))
     return result

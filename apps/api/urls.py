@@ -18,7 +18,15 @@ class IdConverter:
         return value
 
 
+class TextConverter(IdConverter):
+    """Any text, line breaks and slashes included, so that the view, not the resolver,
+    answers a malformed name (a blob's: VALIDATION_ERROR)."""
+
+    regex = "[\\s\\S]+"
+
+
 register_converter(IdConverter, "id")
+register_converter(TextConverter, "text")
 
 G = "groups/<id:group_id>"
 
@@ -46,7 +54,7 @@ urlpatterns = [
          artifact_views.ContextPackageEventsView.as_view()),
     # Any text, slashes included: a bad name (`../x` too) is a VALIDATION_ERROR from the
     # view, and only a validated hex digest reaches storage.
-    path("blobs/<path:name>", blob_views.BlobView.as_view()),
+    path("blobs/<text:name>", blob_views.BlobView.as_view()),
     path("schema/", SpectacularAPIView.as_view(), name="schema"),
     path("docs/", reference.SwaggerView.as_view(), name="api-docs"),
     path("redoc/", reference.RedocView.as_view(), name="api-redoc"),

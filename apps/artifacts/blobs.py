@@ -74,10 +74,13 @@ def put(digest: str, chunks: Iterable[bytes], principal: str, now) -> Stored:
     existing = Blob.objects.filter(hash=name, corrupted_at__isnull=True).first()
     if existing is not None:
         # Idempotent: the bytes are hashed (the uploader proves it holds them, which is
-        # what earns read access) but the stored copy is not rewritten.
+        # what earns read access) but the stored copy is not rewritten. "Already there"
+        # (200) only to whoever could read it before: to anyone else the answer is a new
+        # blob's (201), so holding some content never tells whether it was stored (§5).
         size = _verify_stream(digest, chunks, sink=None)
+        readable = can_read(name, principal)
         _record_upload(name, size, principal, now)
-        return Stored(name, size, created=False)
+        return Stored(name, size, created=not readable)
     incoming = storage.new_incoming()
     try:
         with incoming:

@@ -287,7 +287,9 @@ def test_a_second_uploader_with_the_bytes_gains_read_access(alice, bob):
     data = b"common knowledge"
     put(alice, name_of(data), data)
 
-    assert put(bob, name_of(data), data).status_code == 200
+    # As if new (201): what alice stored is not bob's to learn (PROTOCOL §5).
+    assert put(bob, name_of(data), data).status_code == 201
+    assert put(bob, name_of(data), data).status_code == 200  # his own, already there
 
     assert body(get(bob, name_of(data))) == data
     assert set(BlobUpload.objects.values_list("principal", flat=True)) == {

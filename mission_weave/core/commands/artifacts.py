@@ -5,14 +5,16 @@ artifact to another Group. Pure: the facts outside the Group's log
 
 Who publishes a manifest: the lease holder of the WorkItem it names, naming the
 current leaseId like every lease command, for a manifest it produced and signed
-itself; or a coordinator, who may also relay a manifest another agent produced and
-signed (the producer's signature, not the sender, is what vouches for it) and may
-publish a Mission-level artifact (`workItemId: null`, e.g. an input)."""
+itself; or the Mission's Coordinator (or a delegate), who may also relay a manifest
+another agent produced and signed (the producer's signature, not the sender, is what
+vouches for it) and may publish a Mission-level artifact (`workItemId: null`, e.g. an
+input). A coordinator of another Mission is neither (authority.py)."""
 
 from mission_weave.core import manifests, packages, records
 from mission_weave.protocol.canonical import content_hash
 from mission_weave.protocol.errors import ProtocolError
 
+from .authority import coordinators
 from .base import Draft, derive_id, mission_of, require_lease
 
 # Classifications that may cross into another Group with an approval; `restricted`
@@ -26,7 +28,8 @@ def artifact_publish(view, command, context):
         raise ProtocolError("VALIDATION_ERROR", "body.groupId must be this Group's id",
                             {"path": "body.groupId"})
     mission = mission_of(view, manifest["missionId"])
-    coordinator = "coordinator" in command.roles
+    # The Mission's Coordinator (or a delegate) relays; anyone else publishes under a lease.
+    coordinator = command.actor in coordinators(mission)
     _check_publisher(view, command, manifest, mission.id, coordinator, context.now)
     manifests.check_signature(manifest, facts.get("producerKey"), manifest["producer"],
                               "manifest")

@@ -6,6 +6,12 @@ owner. The Coordinator's commands on a Mission and its WorkItems come from its
 coordinator, or from a principal the Mission names in `delegates` (§10.2 "Coordinator or
 scoped delegate"). Failing or cancelling a whole Mission is either's. Anyone else with
 the role in the Group is FORBIDDEN, with a message that names who may.
+
+Some commands are the Coordinator's when a coordinator sends them and another role's own
+otherwise: a worker's failure report or manifest under its lease, a reviewer's Evidence.
+Sent on the strength of the coordinator role alone, they are the Mission's Coordinator's
+too, so that a coordinator of one Mission cannot fail, publish into or review the work
+of another.
 """
 
 from mission_weave.protocol.errors import ProtocolError
@@ -20,18 +26,28 @@ COORDINATOR = frozenset({
     "work.accept_result", "work.fail", "work.cancel", "work.request_preemption",
     "mission.create_child"})
 OWNER_OR_COORDINATOR = frozenset({"mission.fail", "mission.cancel"})
+# command -> the role that sends it on its own account (the handler checks that part).
+ON_OWN_ACCOUNT = {"work.fail": "worker", "artifact.publish": "worker",
+                  "evidence.record": "reviewer"}
 
 
 def check(view: View, command: Command) -> None:
     """FORBIDDEN unless the sender may decide this for the Mission it concerns. A command
     whose Mission or WorkItem is unknown passes here: its handler answers NOT_FOUND."""
-    if command.type not in OWNER | COORDINATOR | OWNER_OR_COORDINATOR:
+    if command.type not in OWNER | COORDINATOR | OWNER_OR_COORDINATOR | set(ON_OWN_ACCOUNT):
         return
     mission = _mission_of(view, command)
     if mission is None or command.actor == "system":
         return
-    if command.type == "work.fail" and command.actor not in coordinators(mission):
-        return  # a worker reporting the failure of its own work: work.fail fences it
+    own_role = ON_OWN_ACCOUNT.get(command.type)
+    if own_role is not None:
+        allowed = coordinators(mission)
+        if command.actor in allowed or own_role in command.roles:
+            return  # the Coordinator's, or e.g. a worker's report, which its handler fences
+        raise ProtocolError(
+            "FORBIDDEN", f"{command.type} in Mission {mission.id} is for its Coordinator (or "
+            f"a delegate it names): {', '.join(allowed)}, or a {own_role} on its own "
+            f"account; you are {command.actor}", {"missionId": mission.id, "allowed": allowed})
     if command.type in OWNER:
         allowed, whom = [mission.owner_id], "its MissionOwner"
     elif command.type in COORDINATOR:
