@@ -35,16 +35,34 @@ def database_url() -> str:
     return database_url_of(settings.DATABASES["default"])
 
 
-def start_server(port: int, workers: int = 1, env: dict | None = None) -> subprocess.Popen:
-    """`python -m mission_weave.serve` on `port`, returned once GET /api/v1/authority
-    answers. `env` defaults to this process's environment with DEBUG off."""
+APP = "mission_weave.asgi:application"
+# The ASGI servers the HTTP API can be measured under (mw_bench --http-servers): daphne
+# as `make run` serves it, and, for comparison, uvicorn (httptools, uvloop) and granian,
+# from the `bench` extra (pip install -e '.[bench]').
+HTTP_SERVERS = {
+    "daphne": lambda port, workers: ["mission_weave.serve", "--workers", str(workers),
+                                     "--port", str(port)],
+    "uvicorn": lambda port, workers: ["uvicorn", "--port", str(port), "--workers",
+                                      str(workers), "--loop", "uvloop", "--http", "httptools",
+                                      "--no-access-log", "--log-level", "warning", APP],
+    "granian": lambda port, workers: ["granian", "--interface", "asgi", "--port", str(port),
+                                      "--workers", str(workers), "--loop", "uvloop",
+                                      "--log-level", "warning", APP],
+}
+
+
+def start_server(port: int, workers: int = 1, env: dict | None = None,
+                 http_server: str = "daphne") -> subprocess.Popen:
+    """`python -m mission_weave.serve` (or another of HTTP_SERVERS) on `port`, returned
+    once GET /api/v1/authority answers. `env` defaults to this process's environment
+    with DEBUG off."""
     env = env or {**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10}
     # Its log goes to a file, not a pipe: a pipe nobody reads fills up and stalls the
     # server once it logs a line per request (MW_REQUEST_LOG).
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
-        [sys.executable, "-m", "mission_weave.serve", "--workers", str(workers),
-         "--port", str(port)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=log)
+        [sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=log)
     process.log = log
     deadline = time.monotonic() + 60
     while True:
@@ -75,11 +93,12 @@ def stop_server(process: subprocess.Popen) -> None:
 
 
 @contextmanager
-def server(workers: int = 1, port: int | None = None, env: dict | None = None):
+def server(workers: int = 1, port: int | None = None, env: dict | None = None,
+           http_server: str = "daphne"):
     """A running server (see start_server) for the `with` block; yields its port
     (default: a free one)."""
     port = port or free_port()
-    process = start_server(port, workers, env)
+    process = start_server(port, workers, env, http_server)
     try:
         yield port
     finally:

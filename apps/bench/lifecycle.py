@@ -247,15 +247,29 @@ def run_raw(plans: list, group_ids: list) -> dict:
 
 
 def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int,
-             report) -> dict:
+             report, http_servers=("daphne",)) -> dict:
+    """The lifecycles through each of `http_servers` in turn (fresh ones for each: a
+    command is answered once), beside one raw SQL baseline."""
     run = uuid.uuid4().hex[:8]
     report(f"[{name}] preparing {lifecycles} lifecycles over {groups} Group(s)...")
     prepared = prepare(run, groups, lifecycles, clients)
     report(f"[{name}] raw SQL baseline, {clients} clients...")
     raw = run_raw(prepared["plans"], prepared["groups"])
-    report(f"[{name}] HTTP through daphne × {workers}, {clients} clients...")
-    with server(workers) as port:
-        api = run_http(port, prepared["plans"])
+    servers = {}
+    for index, http_server in enumerate(http_servers):
+        if index:
+            prepared = prepare(f"{run}{index}", groups, lifecycles, clients)
+        report(f"[{name}] HTTP through {http_server} × {workers}, {clients} clients...")
+        with server(workers, http_server=http_server) as port:
+            servers[http_server] = run_http(port, prepared["plans"])
+    api = servers[http_servers[0]]
     ratio = api["commandsPerSecond"] / raw["transactionsPerSecond"]
-    return {"scenario": name, "groups": groups, "clients": clients, "webWorkers": workers,
-            "api": api, "raw": raw, "ratio": round(ratio, 3)}
+    result = {"scenario": name, "groups": groups, "clients": clients, "webWorkers": workers,
+              "httpServer": http_servers[0], "api": api, "raw": raw, "ratio": round(ratio, 3)}
+    if len(servers) > 1:
+        result["httpServers"] = {
+            s: {"commandsPerSecond": a["commandsPerSecond"], "failures": a["failures"],
+                "overFirst": round(a["commandsPerSecond"] / api["commandsPerSecond"], 2),
+                "p99Ms": max(v["p99Ms"] for v in a["latency"].values())}
+            for s, a in servers.items()}
+    return result

@@ -17,6 +17,10 @@ class Command(BaseCommand):
         parser.add_argument("--clients", type=int, default=8)
         parser.add_argument("--web-workers", type=int, default=os.cpu_count() or 2)
         parser.add_argument("--only", choices=["spread", "hot", "none"])
+        parser.add_argument("--http-servers", default="daphne", metavar="A,B,...",
+                            help="the lifecycles through each of these ASGI servers in turn: "
+                                 "daphne, uvicorn, granian (the last two from the `bench` "
+                                 "extra); the first is the one the ratio is of")
         parser.add_argument("--json", action="store_true", help="print only the JSON result")
         parser.add_argument("--sweep", action="store_true",
                             help="instead: expired leases over --groups Groups swept to "
@@ -84,19 +88,37 @@ class Command(BaseCommand):
                                           options["renewals"], options["clients"],
                                           options["web_workers"], report))
             options["only"] = "none"
+        http_servers = self._http_servers(options["http_servers"])
         for name, groups in (("spread", options["groups"]), ("hot", 1)):  # the lifecycles
             if options["only"] in (None, name):
                 results.append(lifecycle.scenario(name, groups, options["lifecycles"],
                                                   options["clients"], options["web_workers"],
-                                                  report))
+                                                  report, http_servers))
         for result in results:
             report(self._table(result))
         self.stdout.write(json.dumps(results, indent=None if options["json"] else 2))
 
+    @staticmethod
+    def _http_servers(text: str) -> tuple:
+        import importlib.util
+
+        from apps.bench.harness import HTTP_SERVERS
+
+        names = tuple(n.strip() for n in text.split(",") if n.strip())
+        unknown = [n for n in names if n not in HTTP_SERVERS]
+        if not names or unknown:
+            raise CommandError(f"--http-servers takes {', '.join(HTTP_SERVERS)}; not "
+                               f"{', '.join(unknown) or 'nothing'}")
+        missing = [n for n in names if n != "daphne" and importlib.util.find_spec(n) is None]
+        if missing:
+            raise CommandError(f"{', '.join(missing)} not installed: pip install -e "
+                               f"'.[bench]'")
+        return names
+
     def _table(self, r) -> str:
         api, raw = r["api"], r["raw"]
         lines = [f"\n{r['scenario']}: {r['groups']} Group(s), {r['clients']} clients, "
-                 f"daphne × {r['webWorkers']}",
+                 f"{r.get('httpServer', 'daphne')} × {r['webWorkers']}",
                  f"  commands/s           {api['commandsPerSecond']:>9}   "
                  f"(failures: {api['failures']})",
                  f"  raw SQL tx/s         {raw['transactionsPerSecond']:>9}",
@@ -104,6 +126,11 @@ class Command(BaseCommand):
                  "  command                 p50 ms    p99 ms"]
         for name, stat in api["latency"].items():
             lines.append(f"  {name:<22} {stat['p50Ms']:>7} {stat['p99Ms']:>9}")
+        if "httpServers" in r:
+            lines.append("  server        commands/s   x first   max p99 ms   failures")
+            for name, s in r["httpServers"].items():
+                lines.append(f"  {name:<12} {s['commandsPerSecond']:>11} {s['overFirst']:>9} "
+                             f"{s['p99Ms']:>12} {s['failures']:>10}")
         return "\n".join(lines)
 
     def _blobs(self, options, report) -> None:
