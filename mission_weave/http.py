@@ -20,9 +20,10 @@ from django.core.handlers.asgi import ASGIHandler
 from django.db import close_old_connections
 from django.http import FileResponse
 
-from mission_weave import daphne_blobs
+from mission_weave import daphne_blobs, daphne_frames
 
 daphne_blobs.install()
+daphne_frames.install()
 
 
 # --- read deadlines: slow-loris requests ------------------------------------------------

@@ -256,6 +256,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         self.queue.put_nowait(("catch_up", group_id, None))
 
     async def _pump(self) -> None:
+        ttl = settings.MW_WS_MEMBERSHIP_TTL_SECONDS  # read once: this loop runs per event
         while True:
             kind, group_id, payload = await self.queue.get()
             try:
@@ -269,8 +270,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
                 subscription = self.subscriptions.get(group_id)
                 if subscription is None:
                     continue
-                if kind == "recheck" or time.monotonic() - subscription.checked_at > \
-                        settings.MW_WS_MEMBERSHIP_TTL_SECONDS:
+                if kind == "recheck" or time.monotonic() - subscription.checked_at > ttl:
                     if not await self._still_member(group_id, subscription):
                         continue
                 if kind == "push":
