@@ -88,20 +88,19 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
     ports.members.check_membership_epoch(member, envelope["membershipEpoch"])
     command = envelopes.to_command(envelope, member.roles)
     pending = group_commit.Pending(group_id, command, fingerprint, envelope, now)
+    others = ports.facts.other_groups(command)
     # A caller's own transaction (a test, a management command) is not shared with
     # other requests' commands; nor is a command that locks other Groups too.
-    if (not settings.MW_GROUP_COMMIT or connection.in_atomic_block
-            or ports.facts.other_groups(command)):
-        return _alone(pending)
+    if not settings.MW_GROUP_COMMIT or connection.in_atomic_block or others:
+        return _alone(pending, others)
     return _committer().submit(pending)
 
 
-def _alone(pending) -> Answer:
-    """One command in its own transaction."""
+def _alone(pending, others: set) -> Answer:
+    """One command in its own transaction; `others`, the other Groups it locks."""
     group_id, command = pending.group_id, pending.command
     try:
         with transaction.atomic():
-            others = ports.facts.other_groups(command)
             if others:
                 heads = _lock_groups(group_id, others)
                 view = ports.projections.load(group_id, command)
@@ -159,7 +158,7 @@ def _together(batch: list) -> None:
             pending.error = answer
         elif answer is None:
             try:
-                pending.answer = _alone(pending)
+                pending.answer = _alone(pending, set())  # a batch locks no other Group
             except Exception as error:
                 pending.error = error
         else:

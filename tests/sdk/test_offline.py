@@ -116,14 +116,14 @@ def test_a_usage_delta_is_taken_once():
         usage.add(tokens=-1)
 
 
-class Answering:
-    """A client whose `send` answers from a script keyed by the body's phase."""
+class FakeClient:
+    """A client of session 5 that signs for real and sends nowhere: `send` is each
+    subclass's script."""
 
-    def __init__(self, refuse=None):
+    def __init__(self):
         self.inner = Client("http://127.0.0.1:9", key())
-        self.inner.session_epoch = 5
-        self.session_epoch = 5
-        self.refuse = refuse or {}
+        self.inner.session_epoch = self.session_epoch = 5
+        self.agent_id, self.principal = "worker-1", "agent:worker-1"
         self.sent = []
 
     def envelope(self, *args, **kwargs):
@@ -131,6 +131,14 @@ class Answering:
 
     async def membership(self, group_id, refresh=False):
         return {"membershipEpoch": 1}
+
+
+class Answering(FakeClient):
+    """A client whose `send` answers from a script keyed by the body's phase."""
+
+    def __init__(self, refuse=None):
+        super().__init__()
+        self.refuse = refuse or {}
 
     async def send(self, group_id, envelope):
         self.sent.append(envelope)
@@ -544,21 +552,13 @@ def test_a_cancellation_reaches_the_metered_handler():
     assert caught == [True]
 
 
-class Charging:
+class Charging(FakeClient):
     """A client whose `send` follows a script: each entry an exception to raise or an
     answer to give, in order."""
 
     def __init__(self, *script):
-        self.inner = Client("http://127.0.0.1:9", key())
-        self.inner.session_epoch = self.session_epoch = 5
-        self.agent_id, self.principal = "worker-1", "agent:worker-1"
-        self.script, self.sent = list(script), []
-
-    def envelope(self, *args, **kwargs):
-        return self.inner.envelope(*args, **kwargs)
-
-    async def membership(self, group_id, refresh=False):
-        return {"membershipEpoch": 1}
+        super().__init__()
+        self.script = list(script)
 
     async def send(self, group_id, envelope):
         self.sent.append(envelope)
