@@ -1,8 +1,11 @@
 """Serve the ASGI app with several daphne processes on one listening socket.
 
 Django runs sync views on one thread per process, so HTTP throughput grows with
-processes, not threads. The parent binds the socket once and each daphne child
-accepts from it (`--fd`); the parent stops them all on SIGINT/SIGTERM.
+processes, not threads. The parent binds one socket per daphne child on the same port
+(SO_REUSEPORT) and hands each its own (`--fd`), so the kernel spreads connections over
+the children evenly; with one shared socket, the first child to wake accepted a whole
+burst of keep-alive connections (twisted accepts up to 100 per wake) and served them all
+on one core while the others idled. The parent stops them all on SIGINT/SIGTERM.
 
     python -m mission_weave.serve --workers 2 --host 127.0.0.1 --port 8000 [daphne options]
 
@@ -18,14 +21,24 @@ import subprocess
 import sys
 
 
-def listening_socket(host: str, port: int) -> socket.socket:
+def listening_socket(host: str, port: int, reuse_port: bool = False) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if reuse_port:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     sock.bind((host, port))
     sock.listen(1024)
     sock.set_inheritable(True)
     return sock
+
+
+def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
+    """`count` sockets on one port. A plain bind first, closed at once: SO_REUSEPORT
+    would otherwise share the port with another server of this user already on it
+    (splitting its connections) instead of failing."""
+    listening_socket(host, port).close()
+    return [listening_socket(host, port, reuse_port=True) for _ in range(count)]
 
 
 def daphne_limits() -> list[str]:
@@ -48,14 +61,11 @@ def main(argv=None) -> int:
     parser.add_argument("--access-log", action="store_true")
     args, daphne_options = parser.parse_known_args(argv)
 
-    sock = listening_socket(args.host, args.port)
-    command = [sys.executable, "-m", "daphne", "--fd", str(sock.fileno()), *daphne_limits(),
-               *daphne_options]
-    if not args.access_log:
-        command += ["-v", "0"]
-    command.append(args.app)
-    children = [subprocess.Popen(command, pass_fds=[sock.fileno()])
-                for _ in range(max(1, args.workers))]
+    options = [*daphne_limits(), *daphne_options, *([] if args.access_log else ["-v", "0"]),
+               args.app]
+    children = [subprocess.Popen([sys.executable, "-m", "daphne", "--fd", str(sock.fileno()),
+                                  *options], pass_fds=[sock.fileno()])
+                for sock in listening_sockets(args.host, args.port, max(1, args.workers))]
 
     def stop(signum, frame):
         for child in children:
