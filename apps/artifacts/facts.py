@@ -33,10 +33,7 @@ def load(group_id: str, command: Command, head_sequence: int) -> dict:
         return {"sessions": dict(AgentSession.objects.filter(
             agent_id=command.agent_id, epoch__in=epochs).values_list("epoch", "id"))}
     if command.type == "artifact.publish":
-        producer = _text(body.get("producer"))
-        return {"groupId": group_id, "producerKey": _key(producer, body),
-                "blob": _blob(_text(body.get("hash")),
-                              {command.actor, f"agent:{producer}"})}
+        return {"groupId": group_id, **_manifest_facts(command.actor, body)}
     if command.type == "context.publish":
         return {"groupId": group_id, "headSequence": head_sequence,
                 "generatorKey": _key(_text(body.get("generator")), body),
@@ -96,14 +93,24 @@ def _key(agent_id: str, document: dict) -> str | None:
         .values_list("public_key", flat=True).first()
 
 
-def _blob(name: str, principals: set) -> dict | None:
-    """The blob if one of `principals` (the publisher, the producer) uploaded it: a
-    manifest must not open someone else's bytes to this Group's members."""
-    blob = Blob.objects.filter(hash=name).first() if name else None
-    if blob is None or not BlobUpload.objects.filter(blob_id=name,
-                                                     principal__in=principals).exists():
-        return None
-    return {"size": blob.size, "corrupted": blob.corrupted_at is not None}
+# The producer's active key and the blob if the publisher or the producer uploaded it
+# (a manifest must not open someone else's bytes to this Group's members): one statement,
+# since artifact.publish is on every lifecycle's path.
+_MANIFEST = (f"SELECT (SELECT public_key FROM {AgentKey._meta.db_table} WHERE key_id = %s "
+             f"AND agent_id = %s AND active), b.size, b.corrupted_at IS NOT NULL "
+             f"FROM (SELECT 1) one LEFT JOIN {Blob._meta.db_table} b ON b.hash = %s "
+             f"AND EXISTS (SELECT 1 FROM {BlobUpload._meta.db_table} u "
+             f"WHERE u.blob_id = b.hash AND u.principal = ANY(%s))")
+
+
+def _manifest_facts(actor: str, manifest: dict) -> dict:
+    producer, name = _text(manifest.get("producer")), _text(manifest.get("hash"))
+    signature = manifest.get("signature")
+    key_id = _text(signature.get("keyId")) if isinstance(signature, dict) else ""
+    [(key, size, corrupted)] = db.fetch(_MANIFEST, [key_id, producer, name,
+                                                    sorted({actor, f"agent:{producer}"})])
+    return {"producerKey": key,
+            "blob": None if size is None else {"size": size, "corrupted": corrupted}}
 
 
 def _roles(group_id: str, principal: str) -> list | None:
