@@ -34,6 +34,7 @@ daphne_frames.install()
 
 _LATE = (b'{"error": {"code": "VALIDATION_ERROR", "message": "the request did not arrive '
          b'in time", "details": {}}}')
+TICK_SECONDS = 0.5  # how late past its deadline a request may be closed
 TIMED_OUT = (b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\n"
              b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(_LATE), _LATE))
 
@@ -54,33 +55,38 @@ def install_read_deadlines() -> None:
     if getattr(HTTPChannel, "_mw_deadlines", False):
         return
     HTTPChannel._mw_deadlines = True
-    HTTPChannel._mw_call = None  # the pending check while a request is being read
+    HTTPChannel._mw_deadline = None  # while a request is being read: when it must be in
+    # The channels reading a request, checked twice a second by one timer: a timer per
+    # request (twisted's callLater, then its cancel) cost more than the rest of the check.
+    reading = set()
+    ticking = []
     made, received, raw, headers, content, lost = (
         HTTPChannel.connectionMade, HTTPChannel.dataReceived, HTTPChannel.rawDataReceived,
         HTTPChannel.allHeadersReceived, HTTPChannel.allContentReceived,
         HTTPChannel.connectionLost)
 
     def arm(channel, seconds: int) -> None:
-        disarm(channel)
-        if seconds > 0:
-            channel._mw_deadline = _now() + seconds
-            channel._mw_call = channel.callLater(seconds, lambda: check(channel))
+        if seconds <= 0:
+            return disarm(channel)
+        channel._mw_deadline = _now() + seconds
+        reading.add(channel)
+        if not ticking:
+            from twisted.internet.task import LoopingCall
+
+            ticking.append(LoopingCall(check))
+            ticking[0].start(TICK_SECONDS, now=False)
 
     def disarm(channel) -> None:
-        if channel._mw_call is not None:
-            if channel._mw_call.active():
-                channel._mw_call.cancel()
-            channel._mw_call = None
+        channel._mw_deadline = None
+        reading.discard(channel)
 
-    def check(channel) -> None:
-        channel._mw_call = None
-        left = channel._mw_deadline - _now()
-        if left > 0:  # the body earned more time since
-            channel._mw_call = channel.callLater(left, lambda: check(channel))
-            return
-        if channel.transport is not None:
-            channel.transport.write(TIMED_OUT)
-            channel.timeoutConnection()  # close, and abort if the client will not let go
+    def check() -> None:
+        now = _now()
+        for channel in [c for c in reading if c._mw_deadline <= now]:
+            disarm(channel)
+            if channel.transport is not None:
+                channel.transport.write(TIMED_OUT)
+                channel.timeoutConnection()  # close, and abort if the client will not let go
 
     def connection_made(self):
         self.timeOut = settings.MW_HTTP_IDLE_TIMEOUT_SECONDS or None
@@ -88,18 +94,18 @@ def install_read_deadlines() -> None:
 
     def data_received(self, data):
         # The first byte of a request (not one pipelined behind a response in progress).
-        if self._mw_call is None and not self._handlingRequest:
+        if self._mw_deadline is None and not self._handlingRequest:
             arm(self, settings.MW_HTTP_HEADER_TIMEOUT_SECONDS)
         return received(self, data)
 
     def all_headers_received(self):
-        if self._mw_call is not None:
+        if self._mw_deadline is not None:
             arm(self, settings.MW_HTTP_BODY_TIMEOUT_SECONDS)
             self._mw_body_base, self._mw_body_bytes = self._mw_deadline, 0
         return headers(self)
 
     def raw_data_received(self, data):
-        if self._mw_call is not None and not self._handlingRequest:
+        if self._mw_deadline is not None and not self._handlingRequest:
             self._mw_body_bytes += len(data)
             rate = settings.MW_HTTP_BODY_MIN_RATE
             if rate > 0:
