@@ -46,10 +46,15 @@ from .harness import percentile_ms as ms
 from .lifecycle import Agent, contract
 
 
-def _drafts(leases: int, worker: str, setup_at, expires_at: str) -> list:
-    """mission.created, then authorized -> accepted -> started for `leases` WorkItems."""
+COORDINATOR = "bsc-"  # and the run: the agent that coordinates the Missions and sends them
+# the ordinary commands (per-Mission authority: only the Mission's Coordinator authorizes)
+
+
+def _drafts(leases: int, worker: str, coordinator: str, setup_at, expires_at: str) -> list:
+    """mission.created (coordinated by the agent that sends the ordinary commands), then
+    authorized -> accepted -> started for `leases` WorkItems."""
     drafts = [Draft("mission.created", {"missionId": "m", "title": "sweep bench",
-                                        "ownerId": "user:bench", "coordinatorId": "agent:bench",
+                                        "ownerId": "user:bench", "coordinatorId": coordinator,
                                         "budgets": {}, "autoDispatch": False}, "m")]
     start_by = format_time(setup_at + timedelta(hours=1))
     for k in range(leases):
@@ -73,7 +78,8 @@ def prepare(run: str, leases: int, group_count: int, setup_at) -> list:
     expires_at = format_time(setup_at + timedelta(seconds=60))
     for index, group_id in enumerate(groups):
         share = leases // group_count + (1 if index < leases % group_count else 0)
-        drafts = _drafts(share, f"bw-{run}", setup_at, expires_at)
+        drafts = _drafts(share, f"bw-{run}", f"agent:{COORDINATOR}{run}", setup_at,
+                         expires_at)
         pipeline.submit_system(group_id, lambda view, d=drafts: d, setup_at, lambda g: View())
     return groups
 
@@ -177,7 +183,7 @@ class Commands:
     """Ordinary commands (work.authorize) through pipeline.submit, one client thread."""
 
     def __init__(self, run: str, groups: list, count: int):
-        self.agent = Agent(f"bsc-{run}", [Group.objects.get(id=g) for g in groups],
+        self.agent = Agent(f"{COORDINATOR}{run}", [Group.objects.get(id=g) for g in groups],
                            ["coordinator"])
         self.principal = Principal(f"agent:{self.agent.name}", self.agent.session_epoch)
         self.groups = groups
