@@ -63,7 +63,7 @@ def start_server(port: int, workers: int = 1, env: dict | None = None,
     process = subprocess.Popen(
         [sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)], cwd=ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=log)
-    process.log = log
+    process.log, process.port = log, port
     deadline = time.monotonic() + 60
     while True:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -81,6 +81,81 @@ def start_server(port: int, workers: int = 1, env: dict | None = None,
             raise RuntimeError("the server did not start: "
                                + log.read().decode(errors="replace")[-3000:])
         time.sleep(0.2)
+
+
+# --- CPU: what each side spends, beside the rates ----------------------------------------
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def process_tree(pid: int) -> list[int]:
+    """`pid` and its descendants (a server's parent and its daphne children)."""
+    found, pending = [], [pid]
+    while pending:
+        current = pending.pop()
+        found.append(current)
+        try:
+            with open(f"/proc/{current}/task/{current}/children") as children:
+                pending += [int(child) for child in children.read().split()]
+        except OSError:
+            pass
+    return found
+
+
+def postgres_backends(database: str) -> list[int]:
+    """The PostgreSQL server processes serving `database` (their titles name it), when
+    the server runs on this machine; [] otherwise."""
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/cmdline", "rb") as cmdline:
+                title = cmdline.read().decode(errors="replace")
+        except OSError:
+            continue
+        if title.startswith("postgres: ") and f" {database} " in title:
+            found.append(int(entry.name))
+    return found
+
+
+def cpu_seconds(pid: int) -> float:
+    """User and system CPU seconds of `pid` so far (0 once it has exited)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+class CpuMeter:
+    """CPU spent between `start()` and `stop()` by a server's process tree (or by this
+    process, for the raw clients) and by the PostgreSQL backends of this database, in
+    milliseconds per operation: where an operation's cost goes, beside its rate. A
+    backend that exits in between takes its share with it (the pools keep theirs)."""
+
+    def __init__(self, server_pid: int | None = None):
+        self.server_pid = server_pid
+        self.database = settings.DATABASES["default"]["NAME"]
+
+    def _own(self) -> float:
+        if self.server_pid is None:
+            return time.process_time()
+        return sum(cpu_seconds(pid) for pid in process_tree(self.server_pid))
+
+    def start(self) -> "CpuMeter":
+        self.own = self._own()
+        self.backends = {pid: cpu_seconds(pid) for pid in postgres_backends(self.database)}
+        return self
+
+    def stop(self, operations: int) -> dict:
+        own = self._own() - self.own
+        postgres = sum(cpu_seconds(pid) - self.backends.get(pid, 0.0)
+                       for pid in postgres_backends(self.database))
+        per = 1000 / max(operations, 1)
+        return {"server" if self.server_pid else "client": round(own * per, 2),
+                "postgres": round(postgres * per, 2)}
 
 
 def stop_server(process: subprocess.Popen) -> None:

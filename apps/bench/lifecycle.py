@@ -27,7 +27,8 @@ from mission_weave.core.commands import derive_id
 from mission_weave.protocol.canonical import public_key_b64url, sha256_hex, sign
 from mission_weave.protocol.timefmt import format_time
 
-from .harness import Client, database_url, latency_summary, run_together, server
+from .harness import (Client, CpuMeter, database_url, free_port, latency_summary,
+                      run_together, start_server, stop_server)
 
 CARD = {"version": "1", "capabilities": [{"id": "bench", "version": "1"}],
         "maxConcurrency": 1000}
@@ -165,7 +166,9 @@ def evidence_of(agent: Agent, deliverable: dict, at: str, key: str = "work") -> 
             "timestamp": at, "artifacts": [deliverable["name"]]}
 
 
-def run_http(port: int, plans: list) -> dict:
+def run_http(port: int, plans: list, server_pid: int | None = None) -> dict:
+    """The plans' commands from a keep-alive client each; with `server_pid`, the CPU the
+    server and PostgreSQL spent per command too."""
     samples = defaultdict(list)
     failures = []
 
@@ -181,12 +184,16 @@ def run_http(port: int, plans: list) -> dict:
                     failures.append(answer)
         http.close()
 
+    meter = CpuMeter(server_pid).start() if server_pid else None
     elapsed = run_together(client, plans)
     commands = sum(len(v) for v in samples.values())
-    return {"commands": commands, "seconds": round(elapsed, 3),
-            "commandsPerSecond": round(commands / elapsed, 1), "failures": len(failures),
-            "firstFailure": failures[0] if failures else None,
-            "latency": latency_summary(samples)}
+    result = {"commands": commands, "seconds": round(elapsed, 3),
+              "commandsPerSecond": round(commands / elapsed, 1), "failures": len(failures),
+              "firstFailure": failures[0] if failures else None,
+              "latency": latency_summary(samples)}
+    if meter:
+        result["cpuMsPerCommand"] = meter.stop(commands)
+    return result
 
 
 RAW_SCHEMA = """
@@ -239,11 +246,14 @@ def run_raw(plans: list, group_ids: list) -> dict:
                     done += 1
         counts.append(done)
 
+    meter = CpuMeter().start()
     elapsed = run_together(client, plans)
+    cpu = meter.stop(sum(counts))
     with psycopg.connect(dsn, autocommit=True) as connection:
         connection.execute("DROP SCHEMA mw_bench_raw CASCADE")
     return {"transactions": sum(counts), "seconds": round(elapsed, 3),
-            "transactionsPerSecond": round(sum(counts) / elapsed, 1)}
+            "transactionsPerSecond": round(sum(counts) / elapsed, 1),
+            "cpuMsPerTransaction": cpu}
 
 
 def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int,
@@ -260,8 +270,11 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
         if index:
             prepared = prepare(f"{run}{index}", groups, lifecycles, clients)
         report(f"[{name}] HTTP through {http_server} × {workers}, {clients} clients...")
-        with server(workers, http_server=http_server) as port:
-            servers[http_server] = run_http(port, prepared["plans"])
+        process = start_server(free_port(), workers, http_server=http_server)
+        try:
+            servers[http_server] = run_http(process.port, prepared["plans"], process.pid)
+        finally:
+            stop_server(process)
     api = servers[http_servers[0]]
     ratio = api["commandsPerSecond"] / raw["transactionsPerSecond"]
     result = {"scenario": name, "groups": groups, "clients": clients, "webWorkers": workers,

@@ -6,7 +6,7 @@ import os
 import uuid
 
 from . import lifecycle
-from .harness import server
+from .harness import free_port, start_server, stop_server
 
 
 def prepare(run: str, group_count: int, items: int, renewals: int, clients: int) -> dict:
@@ -35,8 +35,11 @@ def scenario(groups: int, items: int, renewals: int, clients: int, workers: int,
     raw = lifecycle.run_raw(prepared["plans"], prepared["groups"])
     report(f"[renew] {items * renewals} renewals through daphne × {workers}...")
     # MW_BENCH_PORT: a fixed port where the machine's ports are shared (default: any free one)
-    with server(workers, int(os.environ.get("MW_BENCH_PORT", 0)) or None) as port:
-        api = lifecycle.run_http(port, prepared["plans"])
+    process = start_server(int(os.environ.get("MW_BENCH_PORT", 0)) or free_port(), workers)
+    try:
+        api = lifecycle.run_http(process.port, prepared["plans"], process.pid)
+    finally:
+        stop_server(process)
     return {"scenario": "renew", "groups": groups, "clients": clients, "webWorkers": workers,
             "api": api, "raw": raw,
             "ratio": round(api["commandsPerSecond"] / raw["transactionsPerSecond"], 3)}
