@@ -186,10 +186,10 @@ def _decide_and_write(pending, heads: dict, view: state.View) -> Answer:
     events, writes = _append(group_id, head, view, own, command.actor, command.id, now)
     writes += _append_elsewhere(group_id, heads, drafts, command, now)
     answer = Answer(200, {"commandId": command.id, "events": events, "duplicate": False})
-    # The record goes last: a repeated id fails its unique constraint and takes the
-    # whole attempt back with it.
-    db.execute_batch(writes + [_record(group_id, command, pending.fingerprint, answer, None,
-                                       now)])
+    # With the record: a repeated id fails its unique constraint and takes the whole
+    # attempt back with it.
+    db.execute_as_one(writes + [_record(group_id, command, pending.fingerprint, answer, None,
+                                        now)])
     if events:
         heads[group_id] = (events[-1]["sequence"], events[-1]["hash"])
     ports.observer.appended(time.perf_counter() - decided)
