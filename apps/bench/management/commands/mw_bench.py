@@ -69,6 +69,20 @@ class Command(BaseCommand):
         parser.add_argument("--celery-workers", type=int, default=1,
                             help="Celery workers --load starts (the first with beat): the "
                                  "review of each submission, the sweeper")
+        parser.add_argument("--scale", action="store_true",
+                            help="instead: how cost grows: lifecycle commands/s against web "
+                                 "processes and against Groups, command latency against log "
+                                 "length, mw_verify and replay time against log length, each "
+                                 "beside raw SQL (apps/bench/scale.py)")
+        parser.add_argument("--scale-workers", default="1,2,4", metavar="N,N,...",
+                            help="web processes, for --scale's first part ('' skips it)")
+        parser.add_argument("--scale-groups", default="1,10,100,1000", metavar="N,N,...",
+                            help="Group counts, for --scale's second part ('' skips it)")
+        parser.add_argument("--scale-log", default="10000,100000,1000000", metavar="N,N,...",
+                            help="log lengths in events, for --scale's third and fourth parts "
+                                 "('' skips them)")
+        parser.add_argument("--scale-commands", type=int, default=200,
+                            help="commands timed at each log length")
 
     def handle(self, *args, **options):
         report = (lambda text: None) if options["json"] else self.stderr.write
@@ -82,6 +96,8 @@ class Command(BaseCommand):
             return self._fanout(options, report)
         if options["load"]:
             return self._load(options, report)
+        if options["scale"]:
+            return self._scale(options, report)
         results = []
         if options["renew"]:
             results.append(renew.scenario(options["groups"], options["renew_leases"],
@@ -122,8 +138,13 @@ class Command(BaseCommand):
                  f"  commands/s           {api['commandsPerSecond']:>9}   "
                  f"(failures: {api['failures']})",
                  f"  raw SQL tx/s         {raw['transactionsPerSecond']:>9}",
-                 f"  ratio                {r['ratio']:>9}",
-                 "  command                 p50 ms    p99 ms"]
+                 f"  ratio                {r['ratio']:>9}"]
+        if "cpuMsPerCommand" in api:
+            cpu, raw_cpu = api["cpuMsPerCommand"], raw["cpuMsPerTransaction"]
+            lines.append(f"  CPU ms per command   server {cpu['server']} + PostgreSQL "
+                         f"{cpu['postgres']}; raw: client {raw_cpu['client']} + PostgreSQL "
+                         f"{raw_cpu['postgres']}")
+        lines.append("  command                 p50 ms    p99 ms")
         for name, stat in api["latency"].items():
             lines.append(f"  {name:<22} {stat['p50Ms']:>7} {stat['p99Ms']:>9}")
         if "httpServers" in r:
@@ -243,4 +264,71 @@ class Command(BaseCommand):
         report("\n".join(lines))
         if ws is not None:
             ws.pop("sockets")  # per socket, in the table's sums
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
+
+    @staticmethod
+    def _counts(options, name: str) -> list:
+        try:
+            counts = [int(n) for n in options[name].split(",") if n.strip()]
+        except ValueError:
+            raise CommandError(f"--{name.replace('_', '-')} takes whole numbers, comma-separated")
+        if counts and min(counts) < 1:
+            raise CommandError(f"--{name.replace('_', '-')} must be positive")
+        return counts
+
+    def _scale(self, options, report) -> None:
+        from apps.bench import scale
+
+        if options["scale_commands"] < 1 or options["lifecycles"] < 1:
+            raise CommandError("--scale-commands and --lifecycles must be positive")
+        r = scale.scenario(self._counts(options, "scale_workers"),
+                           self._counts(options, "scale_groups"),
+                           self._counts(options, "scale_log"), options["lifecycles"],
+                           options["groups"], options["clients"], options["scale_commands"],
+                           report, options["web_workers"])
+        lines = [f"\nscale: {r['lifecycles']} lifecycles, {r['clients']} clients each; "
+                 f"load average {' '.join(f'{n:.2f}' for n in r['loadAverage'])} before, "
+                 f"{' '.join(f'{n:.2f}' for n in r['loadAverageAfter'])} after"]
+        for part, key, label in (("workers", "webWorkers", "web processes"),
+                                 ("groups", "groups", "Groups")):
+            if part not in r:
+                continue
+            first = r[part][0]
+            fixed = (f"{first['groups']} Groups" if part == "workers"
+                     else f"daphne × {first['webWorkers']}")
+            lines += [f"\n  commands/s against {label} ({fixed})",
+                      f"  {label:>13}  commands/s  raw tx/s   ratio   max p99 ms   failures"]
+            for s in r[part]:
+                api = s["api"]
+                lines.append(f"  {s[key]:>13} {api['commandsPerSecond']:>11} "
+                             f"{s['raw']['transactionsPerSecond']:>9} {s['ratio']:>7} "
+                             f"{max(v['p99Ms'] for v in api['latency'].values()):>12} "
+                             f"{api['failures']:>10}")
+        if "log" in r:
+            log = r["log"]
+            lines += [f"\n  command latency against log length (one Group, {log['commands']} "
+                      f"commands one at a time, daphne × {log['webWorkers']})",
+                      "         events   lease.renew p50/p99   work.progress p50/p99   "
+                      "raw tx p50/p99   failures   fill s (events/s)"]
+            for row in log["latency"]:
+                api, raw = row["api"]["latency"], row["raw"]
+                cells = [f"{api[t]['p50Ms']}/{api[t]['p99Ms']}" if t in api else "-"
+                         for t in ("lease.renew", "work.progress")]
+                lines.append(f"  {row['events']:>13} {cells[0]:>21} {cells[1]:>23} "
+                             f"{raw['p50Ms']:>10}/{raw['p99Ms']:<6} {row['api']['failures']:>8}   "
+                             f"{row['fillSeconds']} ({row['fillEventsPerSecond']})")
+            lines += ["\n  mw_verify and replay against log length (µs per event)",
+                      "         events   verify s (µs/ev)     replay s (µs/ev)     "
+                      "raw COPY s (µs/ev)   problems"]
+            for row in log["verify"]:
+                lines.append(f"  {row['events']:>13}   {row['verifySeconds']:>8} "
+                             f"({row['verifyUsPerEvent']:<7}) {row['replaySeconds']:>9} "
+                             f"({row['replayUsPerEvent']:<7}) {row['raw']['seconds']:>9} "
+                             f"({row['raw']['usPerEvent']:<6})   "
+                             f"{len(row['problems']) or 'none'}")
+            for what, g in log["linear"].items():
+                lines.append(f"  {what:<7} µs/event, largest over smallest: "
+                             f"{g['perEventGrowth']}x ({'linear' if g['linear'] else 'NOT linear'}"
+                             f", within {scale.LINEAR}x)")
+        report("\n".join(lines))
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))

@@ -1,0 +1,112 @@
+"""Every `mw_bench` benchmark at a tiny size, as CI runs them: no thresholds, only that
+each gives a well-formed result, beside its raw baseline, with nothing failed. Each
+starts its own daphne (and the sweep its sweepers) on this test database."""
+
+import json
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from apps.bench.harness import database_url_of
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
+
+
+@pytest.fixture(autouse=True)
+def servers_share_this_database(monkeypatch, blob_root):
+    """The bench's subprocesses take this process's environment: this test database, and
+    the blob store the deliverables are put in here."""
+    monkeypatch.setenv("DATABASE_URL", database_url_of(connection.settings_dict))
+    monkeypatch.setenv("MW_BLOB_ROOT", str(blob_root))
+    monkeypatch.setenv("MW_SWEEP_IN_PROCESS", "0")
+
+
+def bench(capsys, *arguments):
+    call_command("mw_bench", *arguments, "--json")
+    return json.loads(capsys.readouterr().out)
+
+
+def assert_lifecycles(result, groups, lifecycles):
+    api, raw = result["api"], result["raw"]
+    assert result["groups"] == groups
+    assert api["failures"] == 0, api["firstFailure"]
+    assert api["commands"] == raw["transactions"] == 7 * lifecycles
+    assert set(api["latency"]) == {"work.authorize", "work.offer", "work.accept_offer",
+                                   "work.start", "artifact.publish", "work.submit",
+                                   "work.accept_result"}
+    assert result["ratio"] == round(api["commandsPerSecond"] / raw["transactionsPerSecond"], 3)
+    assert api["cpuMsPerCommand"]["server"] > 0 and raw["cpuMsPerTransaction"]["client"] > 0
+
+
+def test_lifecycles(capsys):
+    spread, hot = bench(capsys, "--lifecycles", "5", "--groups", "2", "--clients", "2",
+                        "--web-workers", "1")
+    assert (spread["scenario"], hot["scenario"]) == ("spread", "hot")
+    assert_lifecycles(spread, 2, 5)
+    assert_lifecycles(hot, 1, 5)
+
+
+def test_renew(capsys):
+    [result] = bench(capsys, "--renew", "--renew-leases", "4", "--renewals", "3", "--groups",
+                     "2", "--clients", "2", "--web-workers", "1")
+    assert result["scenario"] == "renew"
+    assert result["api"]["failures"] == 0, result["api"]["firstFailure"]
+    assert result["api"]["commands"] == result["raw"]["transactions"] == 12
+    assert result["api"]["latency"]["lease.renew"]["n"] == 12
+
+
+def test_fanout(capsys):
+    result = bench(capsys, "--fanout", "--fanout-subscribers", "1", "--fanout-seconds", "1",
+                   "--web-workers", "1")
+    [run] = result["runs"]
+    assert run["subscribers"] == 1 and run["events"] >= 20
+    assert run["websocket"]["deliveries"] == run["rawRedis"]["deliveries"] == run["events"]
+    assert run["websocket"]["p99Ms"] > 0 and run["rawRedis"]["p99Ms"] > 0
+
+
+def test_replay(capsys):
+    result = bench(capsys, "--replay", "--replay-events", "300", "--web-workers", "1")
+    assert result["events"] >= 300
+    assert result["raw"]["events"] == result["http"]["events"] == result["events"]
+    assert result["websocket"].get("events") == result["events"], result["websocket"]
+    assert result["httpOverRaw"] > 0 and result["websocketOverRaw"] > 0
+
+
+def test_sweep(capsys):
+    result = bench(capsys, "--sweep", "--sweep-leases", "300", "--groups", "3", "--sweepers",
+                   "1")
+    assert result["sweep"]["leases"] == result["raw"]["leases"] == 300
+    assert result["verify"]["problems"] == []
+    assert result["commands"]["idle"]["commands"] > 0
+    assert result["rawOverSweep"] > 0
+
+
+def test_blobs(capsys):
+    result = bench(capsys, "--blobs", "--blob-sizes", "1")  # whole MiB only
+    [size] = result["sizes"]
+    assert size["sizeMiB"] == 1
+    assert all(size["MBps"][what] > 0 for what in ("upload", "download", "sha256sum", "cp"))
+
+
+def test_scale(capsys):
+    result = bench(capsys, "--scale", "--scale-workers", "1", "--scale-groups", "1,2",
+                   "--scale-log", "1000,2000", "--scale-commands", "10", "--lifecycles", "3",
+                   "--groups", "2", "--clients", "2", "--web-workers", "1")
+    [by_workers] = result["workers"]
+    assert by_workers["webWorkers"] == 1
+    assert_lifecycles(by_workers, 2, 3)
+    assert [r["groups"] for r in result["groups"]] == [1, 2]
+    for row in result["groups"]:
+        assert_lifecycles(row, row["groups"], 3)
+    log = result["log"]
+    assert [row["events"] >= length for row, length in zip(log["latency"], (1000, 2000))] == \
+        [True, True]
+    for row in log["latency"]:
+        assert row["api"]["failures"] == 0, row["api"]["firstFailure"]
+        assert row["api"]["commands"] == row["raw"]["n"] == 10
+        assert set(row["api"]["latency"]) == {"lease.renew", "work.progress"}
+    for row in log["verify"]:
+        assert row["problems"] == []
+        assert row["verifySeconds"] >= row["replaySeconds"] > 0 and row["raw"]["seconds"] > 0
+    assert set(log["linear"]) == {"verify", "replay", "raw"}
