@@ -29,8 +29,12 @@ run: venv
 reset: venv
 	@$(PY) -m mission_weave.stack reset
 
+# Test workers (pytest-xdist), each with its own PostgreSQL and Redis databases.
+MW_TEST_WORKERS ?= 2
+
 test: venv
-	@$(SERVICES) && $(PY) manage.py makemigrations --check --dry-run && $(PY) -m pytest
+	@$(SERVICES) && $(PY) manage.py makemigrations --check --dry-run && \
+		$(PY) -m pytest -n $(MW_TEST_WORKERS)
 
 # The fault tests (tests/faults/, left out of `make test`): workers, the web process, a
 # private PostgreSQL and Redis and Celery workers killed or restarted under load, and the

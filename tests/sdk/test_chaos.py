@@ -18,7 +18,7 @@ from tests.sdk.conftest import OWNER, run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.slow]
 
-EVENTS = int(os.environ.get("MW_CHAOS_EVENTS", "10000"))  # fewer for a quick run
+EVENTS = int(os.environ.get("MW_CHAOS_EVENTS", "4000"))  # more for a longer run: 10000
 PRODUCERS = 8
 
 
