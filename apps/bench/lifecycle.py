@@ -28,8 +28,16 @@ from mission_weave.core.commands import derive_id
 from mission_weave.protocol.canonical import public_key_b64url, sha256_hex, sign
 from mission_weave.protocol.timefmt import format_time
 
-from .harness import (Client, CpuMeter, database_url, free_port, latency_summary,
-                      run_together, start_server, stop_server)
+from .harness import (
+    Client,
+    CpuMeter,
+    database_url,
+    free_port,
+    latency_summary,
+    run_together,
+    start_server,
+    stop_server,
+)
 
 CARD = {"version": "1", "capabilities": [{"id": "bench", "version": "1"}],
         "maxConcurrency": 1000}
@@ -200,15 +208,17 @@ def run_http(port: int, plans: list, server_pid: int | None = None) -> dict:
     return result
 
 
-RAW_SCHEMA = """
-CREATE SCHEMA IF NOT EXISTS mw_bench_raw;
-DROP TABLE IF EXISTS mw_bench_raw.event, mw_bench_raw.item, mw_bench_raw.grp;
-CREATE TABLE mw_bench_raw.grp (id text PRIMARY KEY, head_sequence bigint NOT NULL,
-                               head_hash text NOT NULL);
-CREATE TABLE mw_bench_raw.event (id bigserial PRIMARY KEY, group_id text NOT NULL,
+def raw_schema(schema: str) -> str:
+    """The raw baseline's tables, in `schema`: a Group head, its events, one projection."""
+    return f"""
+CREATE SCHEMA IF NOT EXISTS {schema};
+DROP TABLE IF EXISTS {schema}.event, {schema}.item, {schema}.grp;
+CREATE TABLE {schema}.grp (id text PRIMARY KEY, head_sequence bigint NOT NULL,
+                           head_hash text NOT NULL);
+CREATE TABLE {schema}.event (id bigserial PRIMARY KEY, group_id text NOT NULL,
     sequence bigint NOT NULL, type text NOT NULL, data jsonb NOT NULL, hash text NOT NULL,
     UNIQUE (group_id, sequence));
-CREATE TABLE mw_bench_raw.item (group_id text NOT NULL, item_id text NOT NULL,
+CREATE TABLE {schema}.item (group_id text NOT NULL, item_id text NOT NULL,
     state text NOT NULL, doc jsonb NOT NULL, PRIMARY KEY (group_id, item_id));
 """
 
@@ -218,7 +228,7 @@ def run_raw(plans: list, group_ids: list) -> dict:
     update the head and one projection row, commit — for the same commands."""
     dsn = database_url()
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(RAW_SCHEMA)
+        connection.execute(raw_schema("mw_bench_raw"))
         with connection.cursor() as cursor:
             cursor.executemany("INSERT INTO mw_bench_raw.grp VALUES (%s, 0, '')",
                                [(g,) for g in group_ids])

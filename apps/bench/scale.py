@@ -152,18 +152,8 @@ def live_commands(coordinator, worker, group_id: str, item: str, count: int) -> 
     return [[commands]]
 
 
-RAW_SCHEMA = """
-CREATE SCHEMA IF NOT EXISTS mw_bench_scale;
-DROP TABLE IF EXISTS mw_bench_scale.event, mw_bench_scale.item, mw_bench_scale.grp;
-CREATE TABLE mw_bench_scale.grp (id text PRIMARY KEY, head_sequence bigint NOT NULL,
-                                 head_hash text NOT NULL);
-CREATE TABLE mw_bench_scale.event (id bigserial PRIMARY KEY, group_id text NOT NULL,
-    sequence bigint NOT NULL, type text NOT NULL, data jsonb NOT NULL, hash text NOT NULL,
-    UNIQUE (group_id, sequence));
-CREATE TABLE mw_bench_scale.item (group_id text NOT NULL, item_id text NOT NULL,
-    state text NOT NULL, doc jsonb NOT NULL, PRIMARY KEY (group_id, item_id));
-INSERT INTO mw_bench_scale.grp VALUES ('g', 0, '');
-"""
+RAW_SCHEMA = lifecycle.raw_schema("mw_bench_scale") + \
+    "INSERT INTO mw_bench_scale.grp VALUES ('g', 0, '');"
 
 
 def raw_fill(dsn: str, length: int) -> None:

@@ -45,7 +45,6 @@ from .harness import database_url
 from .harness import percentile_ms as ms
 from .lifecycle import Agent, contract
 
-
 COORDINATOR = "bsc-"  # and the run: the agent that coordinates the Missions and sends them
 # the ordinary commands (per-Mission authority: only the Mission's Coordinator authorizes)
 

@@ -58,9 +58,10 @@ def execute_batch(statements: list) -> None:
 
 def execute_as_one(statements: list) -> None:
     """Run [(sql, params), ...], INSERTs and UPDATEs none of which writes a row another
-    writes, as one statement: all but the last as data-modifying WITH queries. A statement costs both
-    sides of the wire (psycopg's bind and result handling, PostgreSQL's executor start
-    and end) about as much as a small row's write; a command's writes are four or five.
+    writes, as one statement: all but the last as data-modifying WITH queries. A
+    statement costs both sides of the wire (psycopg's bind and result handling,
+    PostgreSQL's executor start and end) about as much as a small row's write; a
+    command's writes are four or five.
     They share one snapshot and none reads what another writes, so nothing is seen
     differently; a constraint violation in any fails the statement, as it failed the
     batch. A row-by-row statement (Many) cannot be folded: those go as execute_batch."""
