@@ -9,10 +9,6 @@ every table to this."""
 
 from django.db import models
 from django.db.models import Q
-from django.db.models.fields.json import KeyTextTransform
-from django.db.models.functions import Cast
-
-from mission_weave.core import priority
 
 
 class Mission(models.Model):
@@ -32,19 +28,13 @@ class Mission(models.Model):
 
 class WorkItemQuerySet(models.QuerySet):
     def in_priority_order(self):
-        """The requested priority of mission_weave/core/priority.py, computed from the current
-        contract in SQL so that a revision reorders at once and paging stays correct."""
-        def scale(key, values):
-            return models.Case(*(models.When(models.Q(**{f"doc__contract__{key}": v}), then=i)
-                                 for i, v in enumerate(values)),
-                               default=len(values), output_field=models.IntegerField())
-        return self.alias(
-            urgency_rank=scale("urgency", priority.URGENCY),
-            impact_rank=scale("businessImpact", priority.BUSINESS_IMPACT),
-            deadline=Cast(KeyTextTransform(
-                "deadline", KeyTextTransform("contract", "doc")), models.DateTimeField()),
-        ).order_by("urgency_rank", "impact_rank", models.F("deadline").asc(nulls_last=True),
-                   "work_item_id")
+        """The requested priority of mission_weave/core/priority.py, from the rank columns
+        written with the current contract: a revision reorders at once, and an Agent's
+        queue (Group, owner, state) is read in the order of workitem_queue."""
+        return self.order_by(*PRIORITY_ORDER)
+
+
+PRIORITY_ORDER = ("urgency_rank", "impact_rank", "deadline", "work_item_id")
 
 
 class WorkItem(models.Model):
@@ -64,6 +54,10 @@ class WorkItem(models.Model):
     blocked_until = models.DateTimeField(null=True)
     offers_expire_at = models.DateTimeField(null=True)  # the last live offer's expiry
     retry_at = models.DateTimeField(null=True)  # a failed item may be retried from then
+    # The contract's requested priority (core/priority.py rank): ascending is first.
+    urgency_rank = models.SmallIntegerField()
+    impact_rank = models.SmallIntegerField()
+    deadline = models.DateTimeField(null=True)  # ascending puts a missing one last
     doc = models.JSONField()
     updated_at = models.DateTimeField()
 
@@ -74,8 +68,13 @@ class WorkItem(models.Model):
         # state changed: most of them). The deadline indexes hold only the rows that
         # apps/work/sweeper.py due() looks for (its RULES imply each condition), so a
         # swept or finished WorkItem leaves them; the owner index only the live work
-        # that recovery and candidate load count.
+        # that recovery and candidate load count. workitem_queue serves an Agent's poll
+        # (state=queued&owner=me&order=priority) as an index scan that stops at the
+        # page's end; not partial, so that a generic plan of the prepared statement
+        # (state a parameter) uses it too.
         indexes = [
+            models.Index(fields=["group", "owner", "state", *PRIORITY_ORDER],
+                         name="workitem_queue"),
             models.Index(fields=["group", "mission_id"]),
             models.Index(fields=["owner", "state"], name="workitem_owner_live",
                          condition=Q(state__in=["queued", "active"], owner__isnull=False)),

@@ -8,7 +8,7 @@ from apps.artifacts import store as artifact_store
 from apps.identity.models import Agent, Membership, Presence
 from apps.ledger import db
 from mission_weave.core import manifests as artifact_refs
-from mission_weave.core import state
+from mission_weave.core import priority, state
 from mission_weave.core.commands import Candidate, Command
 from mission_weave.core.ranking import Presence as PresenceReport
 from mission_weave.core.state import View
@@ -302,11 +302,12 @@ def _reliability(group_id: str, agent_ids, capabilities) -> dict:
     return history
 
 
+RANK_COLUMNS = ["urgency_rank", "impact_rank", "deadline"]  # of the contract
 ITEM_COLUMNS = ["mission_id", "state", "owner", "ownership_epoch", "revision", "lease_id",
                 "lease_expires_at", "start_by", "blocked_until", "offers_expire_at", "retry_at",
-                "doc", "updated_at"]
+                *RANK_COLUMNS, "doc", "updated_at"]
 TIME_COLUMNS = frozenset({"lease_expires_at", "start_by", "blocked_until", "offers_expire_at",
-                          "retry_at", "updated_at"})
+                          "retry_at", "deadline", "updated_at"})
 MISSION_COLUMNS = ["state", "title", "parent_work_item_id", "revision", "doc", "updated_at"]
 
 
@@ -348,6 +349,7 @@ def item_columns(item: state.WorkItem) -> dict:
             "offers_expire_at": max((o.expires_at for o in item.offers if o.status == "live"),
                                     default=None) if item.state == "offered" else None,
             "retry_at": item.retry_at if item.state == "failed" else None,
+            **dict(zip(RANK_COLUMNS, priority.rank(item.contract))),
             "updated_at": item.updated_at}
 
 
@@ -412,7 +414,8 @@ def versions(group_id: str, item_ids) -> dict:
 
 
 _ITEM_FIELDS = tuple(state.WorkItem.__dataclass_fields__)
-_PATCH_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc"]
+# A patch never changes the contract (item_patch refuses), nor so the rank.
+_PATCH_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc" and c not in RANK_COLUMNS]
 
 
 def item_patch(group_id: str, before: state.WorkItem, after: state.WorkItem) -> tuple:
