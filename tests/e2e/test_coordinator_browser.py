@@ -635,6 +635,9 @@ def test_a_dropped_connection_is_said_and_caught_up_when_it_is_back(asgi_server,
     # The extension retries with a growing delay (at most a few seconds this early).
     expect(page.locator(f"#work-items tr[data-item='{added}']")).to_contain_text(
         "Added while the page was offline", timeout=2 * LIVE)
+    # So is the list of what would end with the Mission (a region of its own: the form
+    # under it is not refreshed).
+    expect(page.locator("#ending")).to_contain_text(added)
     expect(status).to_be_hidden()
     assert still_marked(page)  # caught up without a reload
     shot(page, "caught-up")
