@@ -208,6 +208,9 @@ MW_SWEEP_INTERVAL_SECONDS = envint("MW_SWEEP_INTERVAL_SECONDS", 5)
 MW_SWEEP_BATCH = envint("MW_SWEEP_BATCH", 5000)
 # Most WorkItems of one Group per sweep transaction: bounds how long commands wait.
 MW_SWEEP_GROUP_CHUNK = envint("MW_SWEEP_GROUP_CHUNK", 100)
+# How much nicer than its process the sweeper's thread that decides expiries before the
+# Group lock runs (os.nice increment; 0 for the same priority): commands come first.
+MW_SWEEP_NICENESS = envint("MW_SWEEP_NICENESS", 10)
 # Without Redis there is no Celery beat: each web process sweeps in a thread of its own.
 MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", not REDIS_URL)
 # Retention (apps/ledger/retention.py): keep at least this many newest events of each Group

@@ -20,12 +20,15 @@ never waited on. Bounded: at most `limit` items per run.
 """
 
 import logging
+import os
 import random
 import threading
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime
+from functools import cache
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -118,8 +121,8 @@ def _sweep_group(group_id: str, item_ids: list, now: datetime, policy,
     chunk = settings.MW_SWEEP_GROUP_CHUNK
     for block in range(0, len(item_ids), PREPARE_BLOCK):
         view, versions = store.load_due(group_id, item_ids[block:block + PREPARE_BLOCK], now)
-        drafts, dispatching = core.split(view, now)
-        prepared = pipeline.prepare_system(group_id, view, versions, drafts, now)
+        prepared, dispatching = _outside_the_lock(os.getpid()).submit(
+            _prepare, group_id, view, versions, now).result()
         # A Group's commands wait while its lock is held: a chunk per transaction, so
         # that a sweep of thousands never stalls them for long.
         for start in range(0, len(prepared), chunk):
@@ -136,6 +139,30 @@ def _sweep_group(group_id: str, item_ids: list, now: datetime, policy,
                 return False
             _count(result, events)
     return True
+
+
+def _prepare(group_id: str, view, versions: dict, now: datetime) -> tuple[list, list]:
+    """(the expiries, prepared; the WorkItems to dispatch, decided under the lock)."""
+    drafts, dispatching = core.split(view, now)
+    return pipeline.prepare_system(group_id, view, versions, drafts, now), dispatching
+
+
+@cache
+def _outside_the_lock(pid: int) -> ThreadPoolExecutor:
+    """The thread that decides and serializes expiries before the Group lock, most of a
+    sweep's Python, at a lower CPU priority (MW_SWEEP_NICENESS; on Linux a thread's nice
+    value is its own): on a busy machine, commands come first. What runs under the lock
+    stays at the process's priority, so that no command waits on a lock holder the
+    scheduler holds back. One per process: a forked child has none of its parent's
+    threads."""
+    return ThreadPoolExecutor(1, thread_name_prefix="sweep-prepare", initializer=_nicer)
+
+
+def _nicer() -> None:
+    try:
+        os.nice(settings.MW_SWEEP_NICENESS)
+    except OSError:  # not allowed here: the same priority as the rest
+        log.warning("the sweeper could not lower its preparing thread's CPU priority")
 
 
 def _count(result: dict, events: list) -> None:

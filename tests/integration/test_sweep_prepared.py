@@ -2,12 +2,14 @@
 decided before the Group lock are appended only for WorkItems whose row is unchanged
 under it, the document keeps what was not read (the contract), and the chain holds."""
 
+import os
+
 import pytest
 
 from apps.ledger import pipeline
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
-from apps.work import store
+from apps.work import store, sweeper
 from mission_weave.core import sweep
 from tests.integration.test_sweeper_races import cast, check_invariants, running
 
@@ -65,3 +67,13 @@ def test_events_that_touch_more_than_their_item_are_refused():
                                      item_id)
     with pytest.raises(ValueError):
         pipeline.prepare_system(s.world.group.id, view, versions, [cancel], expiry)
+
+
+def test_expiries_are_prepared_at_a_lower_cpu_priority_and_the_lock_is_taken_at_ours(settings):
+    """MW_SWEEP_NICENESS: the thread that decides before the lock is nicer than the one
+    that takes the lock and writes (the process's own, unchanged)."""
+    ours = os.getpriority(os.PRIO_PROCESS, 0)  # on Linux, this thread's
+    preparing = sweeper._outside_the_lock(os.getpid())
+    theirs = preparing.submit(os.getpriority, os.PRIO_PROCESS, 0).result()
+    assert theirs == min(19, ours + settings.MW_SWEEP_NICENESS) > ours
+    assert os.getpriority(os.PRIO_PROCESS, 0) == ours
