@@ -29,12 +29,13 @@ run: venv
 reset: venv
 	@$(PY) -m mission_weave.stack reset
 
-# Test workers (pytest-xdist), each with its own PostgreSQL and Redis databases.
+# Test workers (pytest-xdist), each with its own PostgreSQL and Redis databases; the
+# slowest tests are listed at the end, to keep an eye on CI's 20 minutes.
 MW_TEST_WORKERS ?= 2
 
 test: venv
 	@$(SERVICES) && $(PY) manage.py makemigrations --check --dry-run && \
-		$(PY) -m pytest -n $(MW_TEST_WORKERS)
+		$(PY) -m pytest -n $(MW_TEST_WORKERS) --durations=15
 
 # The fault tests (tests/faults/, left out of `make test`): workers, the web process, a
 # private PostgreSQL and Redis and Celery workers killed or restarted under load, and the
