@@ -147,7 +147,10 @@ def install_lean_requests() -> None:
         return
     from daphne.http_protocol import HTTPFactory, WebRequest
 
-    WebRequest._parsePOSTFormSubmission = False
+    # A property, not a False: twisted's Request.__init__ sets the attribute on each
+    # instance (True), which would hide a plain class attribute.
+    WebRequest._parsePOSTFormSubmission = property(lambda request: False,
+                                                   lambda request, value: None)
     HTTPFactory.log = lambda self, request: None
 
 

@@ -22,7 +22,7 @@ from django.views.decorators.csrf import csrf_exempt
 from apps.api.blob_views import ThreadedStreamingResponse
 from apps.bench.harness import ROOT, free_port
 from mission_weave import serve
-from mission_weave.http import PooledSyncASGIHandler
+from mission_weave.http import PooledSyncASGIHandler, install_lean_requests
 from tests.integration.wslive import server_env
 
 seen = {}  # what the views below saw: the thread they ran on, their connection
@@ -201,3 +201,18 @@ def test_listening_sockets_share_one_free_port():
     finally:
         for s in sockets:
             s.close()
+
+
+def test_twisted_leaves_a_posted_form_for_django_to_parse():
+    """install_lean_requests: twisted's Request sets parsePOSTFormSubmission on each
+    instance, True; the class's property keeps it False, so twisted never parses a form
+    body (Django parses it, from the raw body daphne hands on)."""
+    import daphne.server  # noqa: F401 - the lean requests are for a process daphne serves
+    from daphne.http_protocol import WebRequest
+    from twisted.web import http as twisted_http
+    from twisted.web.test.requesthelper import DummyChannel
+
+    install_lean_requests()
+    request = object.__new__(WebRequest)
+    twisted_http.Request.__init__(request, DummyChannel())
+    assert request._parsePOSTFormSubmission is False
