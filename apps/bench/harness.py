@@ -4,6 +4,7 @@ start theirs here too), HTTP clients on keep-alive connections, latency statisti
 import http.client
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from django.conf import settings
+from prometheus_client.parser import text_string_to_metric_families
 
 from mission_weave.stack.services import free_port  # noqa: F401 - the tests' and bench's too
 
@@ -55,15 +57,21 @@ def start_server(port: int, workers: int = 1, env: dict | None = None,
                  http_server: str = "daphne") -> subprocess.Popen:
     """`python -m mission_weave.serve` (or another of HTTP_SERVERS) on `port`, returned
     once GET /api/v1/authority answers. `env` defaults to this process's environment
-    with DEBUG off."""
-    env = env or {**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10}
+    with DEBUG off and a metrics folder of the server's own."""
+    metrics = None
+    if env is None:
+        # Metric files of its own: its /metrics counts its commands, not those of another
+        # server on this host (`make run`'s, a test's).
+        metrics = tempfile.mkdtemp(prefix="mw-bench-metrics-")
+        env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10,
+               "MW_METRICS_DIR": metrics}
     # Its log goes to a file, not a pipe: a pipe nobody reads fills up and stalls the
     # server once it logs a line per request (MW_REQUEST_LOG).
     log = tempfile.TemporaryFile()
     process = subprocess.Popen(
         [sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)], cwd=ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=log)
-    process.log, process.port = log, port
+    process.log, process.port, process.metrics = log, port, metrics
     deadline = time.monotonic() + 60
     while True:
         connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
@@ -158,6 +166,26 @@ class CpuMeter:
                 "postgres": round(postgres * per, 2)}
 
 
+def group_commit_batches(port: int) -> dict | None:
+    """How group commit joined the server's commands since it started, from its /metrics:
+    {"batches": N, "meanSize": M}; None if it formed no batch (MW_GROUP_COMMIT=0)."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", "/metrics")
+        text = connection.getresponse().read().decode()
+    finally:
+        connection.close()
+    for family in text_string_to_metric_families(text):
+        if family.name == "mw_group_commit_batch_size":
+            totals = {sample.name: sample.value for sample in family.samples
+                      if sample.name.endswith(("_sum", "_count"))}
+            count = totals.get(family.name + "_count", 0)
+            if count:
+                return {"batches": int(count),
+                        "meanSize": round(totals[family.name + "_sum"] / count, 2)}
+    return None
+
+
 def stop_server(process: subprocess.Popen) -> None:
     process.terminate()
     try:
@@ -165,6 +193,8 @@ def stop_server(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+    if process.metrics:
+        shutil.rmtree(process.metrics, ignore_errors=True)
 
 
 @contextmanager

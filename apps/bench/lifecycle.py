@@ -33,6 +33,7 @@ from .harness import (
     CpuMeter,
     database_url,
     free_port,
+    group_commit_batches,
     latency_summary,
     run_together,
     start_server,
@@ -287,6 +288,7 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
         process = start_server(free_port(), workers, http_server=http_server)
         try:
             servers[http_server] = run_http(process.port, prepared["plans"], process.pid)
+            servers[http_server]["groupCommit"] = group_commit_batches(process.port)
         finally:
             stop_server(process)
     api = servers[http_servers[0]]

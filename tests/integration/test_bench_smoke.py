@@ -37,6 +37,8 @@ def assert_lifecycles(result, groups, lifecycles):
                                    "work.accept_result"}
     assert result["ratio"] == round(api["commandsPerSecond"] / raw["transactionsPerSecond"], 3)
     assert api["cpuMsPerCommand"]["server"] > 0 and raw["cpuMsPerTransaction"]["client"] > 0
+    batches = api["groupCommit"]  # every command of a lifecycle goes through group commit
+    assert round(batches["batches"] * batches["meanSize"]) == api["commands"], batches
 
 
 def test_lifecycles(capsys):

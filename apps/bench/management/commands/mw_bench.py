@@ -144,6 +144,11 @@ class Command(BaseCommand):
             lines.append(f"  CPU ms per command   server {cpu['server']} + PostgreSQL "
                          f"{cpu['postgres']}; raw: client {raw_cpu['client']} + PostgreSQL "
                          f"{raw_cpu['postgres']}")
+        if "groupCommit" in api:
+            batches = api["groupCommit"]
+            lines.append("  group commit         " + (
+                f"{batches['batches']} transactions, {batches['meanSize']} commands each on average"
+                if batches else "no batches (MW_GROUP_COMMIT=0)"))
         lines.append("  command                 p50 ms    p99 ms")
         for name, stat in api["latency"].items():
             lines.append(f"  {name:<22} {stat['p50Ms']:>7} {stat['p99Ms']:>9}")
