@@ -312,9 +312,15 @@ MISSION_COLUMNS = ["state", "title", "parent_work_item_id", "revision", "doc", "
 
 
 def changes(group_id: str, before: View, after: View) -> list:
-    """The upserts that write what `evolve` changed: one statement per table."""
+    """The statements that write what `evolve` changed: an upsert per table of the new
+    rows and, for a WorkItem that was there before, an UPDATE of its query columns and of
+    only the document members that changed (most of a document, the contract, seldom
+    does: it is not serialized and parsed again for every command)."""
     statements = []
-    items = [i for key, i in after.items.items() if before.items.get(key) is not i]
+    changed = [(before.items[key], i) for key, i in after.items.items()
+               if key in before.items and before.items[key] is not i]
+    statements += [item_update(group_id, old, new) for old, new in changed]
+    items = [i for key, i in after.items.items() if key not in before.items]
     missions = [m for key, m in after.missions.items() if before.missions.get(key) is not m]
     proposals = [p for key, p in after.proposals.items() if before.proposals.get(key) is not p]
     if items:
@@ -418,23 +424,36 @@ _ITEM_FIELDS = tuple(state.WorkItem.__dataclass_fields__)
 _PATCH_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc" and c not in RANK_COLUMNS]
 
 
-def item_patch(group_id: str, before: state.WorkItem, after: state.WorkItem) -> tuple:
+def item_patch(group_id: str, before: state.WorkItem, after: state.WorkItem,
+               columns: list = _PATCH_COLUMNS) -> tuple:
     """The parameters of `patch_items` for one WorkItem that `evolve` changed: its query
-    columns and, on PostgreSQL, only the document members that changed (a lease expiry
-    leaves the contract, most of the document, as it was: no need to write it again).
-    `evolve` replaces what it changes, so a member still the same object is unchanged."""
+    `columns` and only the document members that changed (a lease expiry leaves the
+    contract, most of the document, as it was: no need to write it again). `evolve`
+    replaces what it changes, so a member still the same object is unchanged."""
     changed = [f for f in _ITEM_FIELDS if getattr(before, f) is not getattr(after, f)]
     if before.contract is None and "contract" in changed:
         raise ValueError(f"WorkItem {after.id} was read without its contract")
-    doc = state.to_doc(after, changed)
-    columns, adapt = item_columns(after), connection.ops.adapt_datetimefield_value
-    return (*(adapt(columns[c]) if c in TIME_COLUMNS else columns[c] for c in _PATCH_COLUMNS),
-            db.to_json(doc), group_id, after.id)
+    values = item_columns(after)
+    return (*(_time(values[c]) if c in TIME_COLUMNS else values[c] for c in columns),
+            db.to_json(state.to_doc(after, changed)), group_id, after.id)
+
+
+def _patch_sql(columns: list) -> str:
+    sets = ", ".join(f"{c} = %s" for c in columns)
+    return (f"UPDATE {ITEMS} SET {sets}, doc = doc || %s::jsonb "
+            f"WHERE group_id = %s AND work_item_id = %s")
+
+
+_UPDATE_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc"]  # the rank too: a revision
+
+
+def item_update(group_id: str, before: state.WorkItem, after: state.WorkItem) -> tuple:
+    """A command's UPDATE of one WorkItem it changed (read whole, with its contract)."""
+    return _patch_sql(_UPDATE_COLUMNS), list(item_patch(group_id, before, after,
+                                                         _UPDATE_COLUMNS))
 
 
 def patch_items(patches: list) -> tuple:
     """One statement (row by row, pipelined: see db.Many) writing `item_patch`es of
     existing rows; on PostgreSQL the document is merged with its changed members."""
-    sets = ", ".join(f"{c} = %s" for c in _PATCH_COLUMNS)
-    return db.Many((f"UPDATE {ITEMS} SET {sets}, doc = doc || %s::jsonb "
-                    f"WHERE group_id = %s AND work_item_id = %s", list(patches)))
+    return db.Many((_patch_sql(_PATCH_COLUMNS), list(patches)))
