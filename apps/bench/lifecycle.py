@@ -236,34 +236,41 @@ def run_raw(plans: list, group_ids: list) -> dict:
     document = json.dumps(contract())
     counts = []
 
-    def client(plan, ready):
+    def client(work, ready):
+        plan, connection = work
         done = 0
-        with psycopg.connect(dsn) as connection:
-            ready()
-            for k, lifecycle in enumerate(plan):
-                for type_, group_id, _token, payload in lifecycle:
-                    with connection.transaction():
-                        head = connection.execute(
-                            "SELECT head_sequence FROM mw_bench_raw.grp WHERE id = %s "
-                            "FOR UPDATE", (group_id,)).fetchone()[0] + 1
-                        connection.execute(
-                            "INSERT INTO mw_bench_raw.event (group_id, sequence, type, data, hash)"
-                            " VALUES (%s, %s, %s, %s, %s)",
-                            (group_id, head, type_, payload.decode(), "sha256:x"))
-                        connection.execute(
-                            "UPDATE mw_bench_raw.grp SET head_sequence = %s, head_hash = %s "
-                            "WHERE id = %s", (head, "sha256:x", group_id))
-                        connection.execute(
-                            "INSERT INTO mw_bench_raw.item VALUES (%s, %s, %s, %s) "
-                            "ON CONFLICT (group_id, item_id) DO UPDATE "
-                            "SET state = excluded.state, doc = excluded.doc",
-                            (group_id, f"{id(plan)}-{k}", type_, document))
-                    done += 1
+        ready()
+        for k, lifecycle in enumerate(plan):
+            for type_, group_id, _token, payload in lifecycle:
+                with connection.transaction():
+                    head = connection.execute(
+                        "SELECT head_sequence FROM mw_bench_raw.grp WHERE id = %s "
+                        "FOR UPDATE", (group_id,)).fetchone()[0] + 1
+                    connection.execute(
+                        "INSERT INTO mw_bench_raw.event (group_id, sequence, type, data, hash)"
+                        " VALUES (%s, %s, %s, %s, %s)",
+                        (group_id, head, type_, payload.decode(), "sha256:x"))
+                    connection.execute(
+                        "UPDATE mw_bench_raw.grp SET head_sequence = %s, head_hash = %s "
+                        "WHERE id = %s", (head, "sha256:x", group_id))
+                    connection.execute(
+                        "INSERT INTO mw_bench_raw.item VALUES (%s, %s, %s, %s) "
+                        "ON CONFLICT (group_id, item_id) DO UPDATE "
+                        "SET state = excluded.state, doc = excluded.doc",
+                        (group_id, f"{id(plan)}-{k}", type_, document))
+                done += 1
         counts.append(done)
 
-    meter = CpuMeter().start()
-    elapsed = run_together(client, plans)
-    cpu = meter.stop(sum(counts))
+    # Connected before the meter starts and closed after it stops: a backend that exits
+    # takes its CPU with it.
+    connections = [psycopg.connect(dsn) for _ in plans]
+    try:
+        meter = CpuMeter().start()
+        elapsed = run_together(client, list(zip(plans, connections)))
+        cpu = meter.stop(sum(counts))
+    finally:
+        for connection in connections:
+            connection.close()
     with psycopg.connect(dsn, autocommit=True) as connection:
         connection.execute("DROP SCHEMA mw_bench_raw CASCADE")
     return {"transactions": sum(counts), "seconds": round(elapsed, 3),
