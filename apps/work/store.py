@@ -420,7 +420,8 @@ def versions(group_id: str, item_ids) -> dict:
 
 
 _ITEM_FIELDS = tuple(state.WorkItem.__dataclass_fields__)
-# A patch never changes the contract (item_patch refuses), nor so the rank.
+# The sweeper's patch (patch_items) reads WorkItems without their contract and never
+# changes it (item_patch refuses), nor so the rank.
 _PATCH_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc" and c not in RANK_COLUMNS]
 
 
@@ -448,7 +449,10 @@ _UPDATE_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc"]  # the rank too: a rev
 
 
 def item_update(group_id: str, before: state.WorkItem, after: state.WorkItem) -> tuple:
-    """A command's UPDATE of one WorkItem it changed (read whole, with its contract)."""
+    """A command's UPDATE of one WorkItem it changed, read whole: the rank columns are
+    derived from its contract."""
+    if before.contract is None:
+        raise ValueError(f"WorkItem {after.id} was read without its contract")
     return _patch_sql(_UPDATE_COLUMNS), list(item_patch(group_id, before, after,
                                                          _UPDATE_COLUMNS))
 
