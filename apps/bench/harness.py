@@ -193,7 +193,7 @@ def stop_server(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    if process.metrics:
+    if getattr(process, "metrics", None):  # start_server's own folder
         shutil.rmtree(process.metrics, ignore_errors=True)
 
 
