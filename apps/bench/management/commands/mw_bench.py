@@ -192,7 +192,8 @@ class Command(BaseCommand):
                f"  sweeper        {swept['seconds']:>8} s {swept['leasesPerSecond']:>10} leases/s\n"
                f"  raw SQL        {raw['seconds']:>8} s {raw['leasesPerSecond']:>10} leases/s\n"
                f"  raw / sweeper  {r['rawOverSweep']:>8}x\n"
-               f"  command p99    idle {c['idle']['p99Ms']} ms, during the sweep "
+               f"  command p99    idle {c['idle']['p99Ms']} ms (before "
+               f"{c['idleBeforeP99Ms']}, after {c['idleAfterP99Ms']}), during the sweep "
                f"{c['duringSweep']['p99Ms']} ms ({c['p99Ratio']}x; {c['path']})\n"
                f"  verify {r['verify']['groupId']}: {r['verify']['problems'] or 'ok'}")
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
