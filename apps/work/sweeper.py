@@ -1,16 +1,17 @@
 """The sweeper's shell: find the due WorkItems with one indexed query, then, Group by
 Group, append what `sweep` decides through the one append path.
 
-Deadline expiries (most of a sweep) are decided, evolved and serialized before the
-Group lock (`pipeline.prepare_system`); under the lock, per transaction of up to
-MW_SWEEP_GROUP_CHUNK WorkItems, `pipeline.submit_prepared` keeps those whose row is
-unchanged since it was read (a renewal or a command that got there first wins; the
-item is looked at again next sweep), chains their events and writes them. So a Group's
-commands wait at most for a short, Python-light transaction. Automatic dispatch ranks
-the Group's workers and is decided under the lock (`pipeline.submit_system`), on a view
-holding every dependency of the items it considers; so is the expiry of an item it is
-for (a timed-out owner under `autoDispatch`), so that a timeout and the reassignment it
-calls for are appended together or not at all.
+Deadline expiries (most of a sweep) are decided, evolved and serialized before the Group
+lock (`pipeline.prepare_system`, on a thread at a lower CPU priority); under the lock,
+per transaction of up to MW_SWEEP_GROUP_CHUNK WorkItems, `pipeline.submit_prepared`
+keeps those whose row is unchanged since it was read (a renewal or a command that got
+there first wins; the item is looked at again next sweep), chains their events and
+writes them. So a Group's commands wait at most for a short, Python-light transaction.
+Automatic dispatch ranks the Group's workers and is decided under the lock
+(`pipeline.submit_system`), on a view holding every dependency of the items it
+considers; so is the expiry of an item it is for (a timed-out owner under
+`autoDispatch`), so that a timeout and the reassignment it calls for are appended
+together or not at all.
 
 Safe with several sweepers (Celery workers, `mw_sweep --loop`, the in-process
 thread) at once: a sweeper claims a Group for its turn (a session advisory lock that
