@@ -33,7 +33,6 @@ def test_an_agents_queue_is_read_in_index_order(db, clock):
         key=lambda r: (r.urgency_rank, r.impact_rank, r.deadline, r.work_item_id))][:51]
 
 
-
 def test_an_events_page_is_read_in_index_order(db, clock):
     """GET .../events?after=N (and the WebSocket's catch-up), over 20,000 events."""
     s = Scenario()
