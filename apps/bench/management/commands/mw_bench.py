@@ -162,11 +162,7 @@ class Command(BaseCommand):
     def _blobs(self, options, report) -> None:
         from apps.bench import blobs
 
-        try:
-            sizes = [int(size) for size in options["blob_sizes"].split(",")]
-        except ValueError:
-            raise CommandError("--blob-sizes takes whole MiB, comma-separated")
-        r = blobs.scenario(sizes, report)
+        r = blobs.scenario(self._counts(options, "blob_sizes", "whole MiB"), report)
         report("\nblobs through daphne × 1 (MB/s = MiB/s; server and client both hash)\n"
                "  size MiB   PUT     GET     sha256sum  cp       PUT/sha  GET/sha  "
                "server peak RSS growth PUT/GET")
@@ -218,12 +214,7 @@ class Command(BaseCommand):
     def _fanout(self, options, report) -> None:
         from apps.bench import fanout
 
-        try:
-            counts = [int(n) for n in options["fanout_subscribers"].split(",")]
-        except ValueError:
-            raise CommandError("--fanout-subscribers takes whole numbers, comma-separated")
-        if not counts or min(counts) < 1:
-            raise CommandError("--fanout-subscribers must be positive")
+        counts = self._counts(options, "fanout_subscribers")
         if options["fanout_rate"] is not None and options["fanout_rate"] <= 0:
             raise CommandError("--fanout-rate must be positive")
         r = fanout.scenario(counts, options["fanout_seconds"], options["web_workers"], report,
@@ -273,13 +264,17 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
 
     @staticmethod
-    def _counts(options, name: str) -> list:
+    def _counts(options, name: str, unit: str = "whole numbers",
+                skippable: bool = False) -> list:
+        """A comma-separated option of positive whole numbers; '' (none) only where
+        `skippable`."""
+        flag = "--" + name.replace("_", "-")
         try:
             counts = [int(n) for n in options[name].split(",") if n.strip()]
         except ValueError:
-            raise CommandError(f"--{name.replace('_', '-')} takes whole numbers, comma-separated")
-        if counts and min(counts) < 1:
-            raise CommandError(f"--{name.replace('_', '-')} must be positive")
+            raise CommandError(f"{flag} takes {unit}, comma-separated")
+        if (not counts and not skippable) or (counts and min(counts) < 1):
+            raise CommandError(f"{flag} must be positive")
         return counts
 
     def _scale(self, options, report) -> None:
@@ -287,9 +282,10 @@ class Command(BaseCommand):
 
         if options["scale_commands"] < 1 or options["lifecycles"] < 1:
             raise CommandError("--scale-commands and --lifecycles must be positive")
-        r = scale.scenario(self._counts(options, "scale_workers"),
-                           self._counts(options, "scale_groups"),
-                           self._counts(options, "scale_log"), options["lifecycles"],
+        r = scale.scenario(self._counts(options, "scale_workers", skippable=True),
+                           self._counts(options, "scale_groups", skippable=True),
+                           self._counts(options, "scale_log", skippable=True),
+                           options["lifecycles"],
                            options["groups"], options["clients"], options["scale_commands"],
                            report, options["web_workers"])
         lines = [f"\nscale: {r['lifecycles']} lifecycles, {r['clients']} clients each; "
