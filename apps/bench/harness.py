@@ -138,32 +138,46 @@ def cpu_seconds(pid: int) -> float:
 
 
 class CpuMeter:
-    """CPU spent between `start()` and `stop()` by a server's process tree (or by this
-    process, for the raw clients) and by the PostgreSQL backends of this database, in
-    milliseconds per operation: where an operation's cost goes, beside its rate. A
+    """CPU spent between `start()` and `stop()` by this process (the clients), by a
+    server's process tree if it has one, and by the PostgreSQL backends of this database,
+    in milliseconds per operation: where an operation's cost goes, beside its rate. A
     backend that exits in between takes its share with it (the pools keep theirs)."""
 
     def __init__(self, server_pid: int | None = None):
         self.server_pid = server_pid
         self.database = settings.DATABASES["default"]["NAME"]
 
-    def _own(self) -> float:
-        if self.server_pid is None:
-            return time.process_time()
+    def _server(self) -> float:
         return sum(cpu_seconds(pid) for pid in process_tree(self.server_pid))
 
     def start(self) -> "CpuMeter":
-        self.own = self._own()
+        self.client = time.process_time()
+        self.server = self._server() if self.server_pid else 0.0
         self.backends = {pid: cpu_seconds(pid) for pid in postgres_backends(self.database)}
         return self
 
     def stop(self, operations: int) -> dict:
-        own = self._own() - self.own
-        postgres = sum(cpu_seconds(pid) - self.backends.get(pid, 0.0)
-                       for pid in postgres_backends(self.database))
+        spent = {"client": time.process_time() - self.client}
+        if self.server_pid:
+            spent["server"] = self._server() - self.server
+        spent["postgres"] = sum(cpu_seconds(pid) - self.backends.get(pid, 0.0)
+                                for pid in postgres_backends(self.database))
         per = 1000 / max(operations, 1)
-        return {"server" if self.server_pid else "client": round(own * per, 2),
-                "postgres": round(postgres * per, 2)}
+        return {part: round(seconds * per, 2) for part, seconds in spent.items()}
+
+
+def ceilings(raw_per_second: float, **cpu_ms: dict) -> dict:
+    """For each path's CPU per operation (every part of it: clients, server, PostgreSQL),
+    the highest ratio to the raw rate it allows on this machine, with all its cores busy
+    and nothing else running: a rate cannot pass cores / CPU seconds per operation."""
+    cores = len(os.sched_getaffinity(0))
+
+    def ceiling(spent: dict) -> float:
+        total = sum(spent.values())
+        return round(cores * 1000 / total / raw_per_second, 3) if total and raw_per_second \
+            else 0.0
+
+    return {"cores": cores, **{path: ceiling(spent) for path, spent in cpu_ms.items()}}
 
 
 def group_commit_batches(port: int) -> dict | None:

@@ -17,10 +17,11 @@ from datetime import timedelta
 import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.contrib.auth import get_user_model
+from django.test.utils import override_settings
 from django.utils import timezone
 
 from apps.artifacts import blobs
-from apps.identity import registry
+from apps.identity import principals, registry
 from apps.identity.principals import Principal
 from apps.ledger import pipeline
 from apps.work import recovery
@@ -31,6 +32,7 @@ from mission_weave.protocol.timefmt import format_time
 from .harness import (
     Client,
     CpuMeter,
+    ceilings,
     database_url,
     free_port,
     group_commit_batches,
@@ -209,6 +211,31 @@ def run_http(port: int, plans: list, server_pid: int | None = None) -> dict:
     return result
 
 
+def in_process_share(count: int, clients: int) -> int:
+    """How many of `count` lifecycles (or leases) to run again in-process: a fifth, and
+    one per client at least."""
+    return max(count // 5, clients)
+
+
+def run_in_process(plans: list) -> dict:
+    """The plans' commands through `pipeline.submit` in this process, one at a time,
+    authenticated as the API authenticates them: the CPU a command costs the pipeline and
+    PostgreSQL with no HTTP server, no client and no other command running beside it."""
+    commands = [command for plan in plans for lifecycle in plan for command in lifecycle]
+    failures = []
+    with override_settings(DEBUG=False):  # as the servers run: no query log
+        meter = CpuMeter().start()
+        for _type, group_id, token, payload in commands:
+            principal = principals.authenticate_bearer(token, timezone.now(), group_id)
+            answer = pipeline.submit(group_id, json.loads(payload), principal)
+            if answer.status != 200:
+                failures.append(answer.body)
+        cpu = meter.stop(len(commands))
+    return {"commands": len(commands), "failures": len(failures),
+            "firstFailure": failures[0] if failures else None,
+            "cpuMsPerCommand": {"pipeline": cpu["client"], "postgres": cpu["postgres"]}}
+
+
 def raw_schema(schema: str) -> str:
     """The raw baseline's tables, in `schema`: a Group head, its events, one projection."""
     return f"""
@@ -298,10 +325,16 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
             servers[http_server]["groupCommit"] = group_commit_batches(process.port)
         finally:
             stop_server(process)
+    report(f"[{name}] the pipeline alone, in this process...")
+    alone = run_in_process(prepare(f"{run}p", groups, in_process_share(lifecycles, clients),
+                                   clients)["plans"])
     api = servers[http_servers[0]]
     ratio = api["commandsPerSecond"] / raw["transactionsPerSecond"]
     result = {"scenario": name, "groups": groups, "clients": clients, "webWorkers": workers,
-              "httpServer": http_servers[0], "api": api, "raw": raw, "ratio": round(ratio, 3)}
+              "httpServer": http_servers[0], "api": api, "raw": raw, "ratio": round(ratio, 3),
+              "inProcess": alone,
+              "ceiling": ceilings(raw["transactionsPerSecond"], http=api["cpuMsPerCommand"],
+                                  pipelineAlone=alone["cpuMsPerCommand"])}
     if len(servers) > 1:
         result["httpServers"] = {
             s: {"commandsPerSecond": a["commandsPerSecond"], "failures": a["failures"],

@@ -37,8 +37,21 @@ def assert_lifecycles(result, groups, lifecycles):
                                    "work.accept_result"}
     assert result["ratio"] == round(api["commandsPerSecond"] / raw["transactionsPerSecond"], 3)
     assert api["cpuMsPerCommand"]["server"] > 0 and raw["cpuMsPerTransaction"]["client"] > 0
+    assert_ceiling(result, 7 * max(lifecycles // 5, result["clients"]))
     batches = api["groupCommit"]  # every command of a lifecycle goes through group commit
     assert round(batches["batches"] * batches["meanSize"]) == api["commands"], batches
+
+
+def assert_ceiling(result, in_process_commands):
+    """The pipeline alone ran its own commands without a failure, and the ceilings are the
+    cores over the CPU per command measured, as ratios to the raw rate."""
+    alone, ceiling = result["inProcess"], result["ceiling"]
+    assert (alone["commands"], alone["failures"]) == (in_process_commands, 0), alone
+    assert alone["cpuMsPerCommand"]["pipeline"] > 0
+    rate, cores = result["raw"]["transactionsPerSecond"], ceiling["cores"]
+    for key, cpu in (("http", result["api"]["cpuMsPerCommand"]),
+                     ("pipelineAlone", alone["cpuMsPerCommand"])):
+        assert ceiling[key] == pytest.approx(cores * 1000 / sum(cpu.values()) / rate, abs=1e-3)
 
 
 def test_lifecycles(capsys):
@@ -56,6 +69,7 @@ def test_renew(capsys):
     assert result["api"]["failures"] == 0, result["api"]["firstFailure"]
     assert result["api"]["commands"] == result["raw"]["transactions"] == 12
     assert result["api"]["latency"]["lease.renew"]["n"] == 12
+    assert_ceiling(result, 2 * 3)  # a lease per client (of 4 // 5), 3 renewals each
 
 
 def test_fanout(capsys):

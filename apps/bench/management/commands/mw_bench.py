@@ -141,9 +141,17 @@ class Command(BaseCommand):
                  f"  ratio                {r['ratio']:>9}"]
         if "cpuMsPerCommand" in api:
             cpu, raw_cpu = api["cpuMsPerCommand"], raw["cpuMsPerTransaction"]
-            lines.append(f"  CPU ms per command   server {cpu['server']} + PostgreSQL "
-                         f"{cpu['postgres']}; raw: client {raw_cpu['client']} + PostgreSQL "
-                         f"{raw_cpu['postgres']}")
+            lines.append(f"  CPU ms per command   clients {cpu['client']} + server "
+                         f"{cpu['server']} + PostgreSQL {cpu['postgres']}; raw: client "
+                         f"{raw_cpu['client']} + PostgreSQL {raw_cpu['postgres']}")
+        if "inProcess" in r:
+            alone, ceiling = r["inProcess"]["cpuMsPerCommand"], r["ceiling"]
+            lines += [f"  pipeline alone       {alone['pipeline']} + PostgreSQL "
+                      f"{alone['postgres']} CPU ms per command (in-process, no HTTP; "
+                      f"failures: {r['inProcess']['failures']})",
+                      f"  ratio ceiling        {ceiling['http']} at this CPU per command, "
+                      f"{ceiling['pipelineAlone']} for the pipeline alone "
+                      f"(all {ceiling['cores']} cores busy)"]
         if "groupCommit" in api:
             batches = api["groupCommit"]
             lines.append("  group commit         " + (
