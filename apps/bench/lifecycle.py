@@ -236,6 +236,15 @@ def run_in_process(plans: list) -> dict:
             "cpuMsPerCommand": {"pipeline": cpu["client"], "postgres": cpu["postgres"]}}
 
 
+def beside_the_pipeline_alone(raw: dict, api: dict, plans: list) -> dict:
+    """`plans` run in-process (`inProcess`), and the ratio ceilings of the HTTP path and
+    of the pipeline alone (`ceiling`), for a scenario's result."""
+    alone = run_in_process(plans)
+    return {"inProcess": alone,
+            "ceiling": ceilings(raw["transactionsPerSecond"], http=api["cpuMsPerCommand"],
+                                pipelineAlone=alone["cpuMsPerCommand"])}
+
+
 def raw_schema(schema: str) -> str:
     """The raw baseline's tables, in `schema`: a Group head, its events, one projection."""
     return f"""
@@ -325,16 +334,14 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
             servers[http_server]["groupCommit"] = group_commit_batches(process.port)
         finally:
             stop_server(process)
-    report(f"[{name}] the pipeline alone, in this process...")
-    alone = run_in_process(prepare(f"{run}p", groups, in_process_share(lifecycles, clients),
-                                   clients)["plans"])
     api = servers[http_servers[0]]
+    report(f"[{name}] the pipeline alone, in this process...")
+    alone = beside_the_pipeline_alone(raw, api, prepare(
+        f"{run}p", groups, in_process_share(lifecycles, clients), clients)["plans"])
     ratio = api["commandsPerSecond"] / raw["transactionsPerSecond"]
     result = {"scenario": name, "groups": groups, "clients": clients, "webWorkers": workers,
               "httpServer": http_servers[0], "api": api, "raw": raw, "ratio": round(ratio, 3),
-              "inProcess": alone,
-              "ceiling": ceilings(raw["transactionsPerSecond"], http=api["cpuMsPerCommand"],
-                                  pipelineAlone=alone["cpuMsPerCommand"])}
+              **alone}
     if len(servers) > 1:
         result["httpServers"] = {
             s: {"commandsPerSecond": a["commandsPerSecond"], "failures": a["failures"],

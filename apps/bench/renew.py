@@ -6,7 +6,7 @@ import os
 import uuid
 
 from . import lifecycle
-from .harness import ceilings, free_port, start_server, stop_server
+from .harness import free_port, start_server, stop_server
 
 
 def prepare(run: str, group_count: int, items: int, renewals: int, clients: int) -> dict:
@@ -41,12 +41,10 @@ def scenario(groups: int, items: int, renewals: int, clients: int, workers: int,
     finally:
         stop_server(process)
     report("[renew] the pipeline alone, in this process...")
-    alone = lifecycle.run_in_process(prepare(
+    alone = lifecycle.beside_the_pipeline_alone(raw, api, prepare(
         uuid.uuid4().hex[:8], groups, lifecycle.in_process_share(items, clients), renewals,
         clients)["plans"])
     return {"scenario": "renew", "groups": groups, "clients": clients, "webWorkers": workers,
             "api": api, "raw": raw,
             "ratio": round(api["commandsPerSecond"] / raw["transactionsPerSecond"], 3),
-            "inProcess": alone,
-            "ceiling": ceilings(raw["transactionsPerSecond"], http=api["cpuMsPerCommand"],
-                                pipelineAlone=alone["cpuMsPerCommand"])}
+            **alone}
