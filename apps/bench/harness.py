@@ -174,8 +174,9 @@ def ceilings(raw_per_second: float, **cpu_ms: dict) -> dict:
 
     def ceiling(spent: dict) -> float:
         total = sum(spent.values())
-        return round(cores * 1000 / total / raw_per_second, 3) if total and raw_per_second \
-            else 0.0
+        if not total or not raw_per_second:
+            return 0.0
+        return round(cores * 1000 / total / raw_per_second, 3)
 
     return {"cores": cores, **{path: ceiling(spent) for path, spent in cpu_ms.items()}}
 

@@ -446,6 +446,8 @@ def _patch_sql(columns: list) -> str:
 
 
 _UPDATE_COLUMNS = [c for c in ITEM_COLUMNS if c != "doc"]  # the rank too: a revision
+# Built once: a command's UPDATE is on the hot path.
+_PATCH_SQL, _UPDATE_SQL = _patch_sql(_PATCH_COLUMNS), _patch_sql(_UPDATE_COLUMNS)
 
 
 def item_update(group_id: str, before: state.WorkItem, after: state.WorkItem) -> tuple:
@@ -453,11 +455,10 @@ def item_update(group_id: str, before: state.WorkItem, after: state.WorkItem) ->
     derived from its contract."""
     if before.contract is None:
         raise ValueError(f"WorkItem {after.id} was read without its contract")
-    return _patch_sql(_UPDATE_COLUMNS), list(item_patch(group_id, before, after,
-                                                         _UPDATE_COLUMNS))
+    return _UPDATE_SQL, list(item_patch(group_id, before, after, _UPDATE_COLUMNS))
 
 
 def patch_items(patches: list) -> tuple:
     """One statement (row by row, pipelined: see db.Many) writing `item_patch`es of
     existing rows; on PostgreSQL the document is merged with its changed members."""
-    return db.Many((_patch_sql(_PATCH_COLUMNS), list(patches)))
+    return db.Many((_PATCH_SQL, list(patches)))
