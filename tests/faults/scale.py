@@ -41,10 +41,11 @@ def scale_out(tmp_path, seconds: float, figure) -> None:
         sockets = [(f"ws://127.0.0.1:{port}/ws/v1/", prepared.groups) for port in ports]
         measured = load.drive(ports, prepared, seconds, sockets, lambda text: None)
         assert all(p.poll() is None for p in started), [procs.tail(log) for log in logs]
-        # The workers review what was submitted (they may have come up late on a busy machine).
+        # The workers review what was submitted (they may have come up late on a busy
+        # machine: in CI, `make run`'s try-out can start a whole stack beside this test).
         procs.wait_until(lambda: Event.objects.filter(group_id__in=prepared.groups,
                                                       type="review.integrity_checked").exists(),
-                         30, "review by the Celery workers", logs=logs[2:])
+                         90, "review by the Celery workers", logs=logs[2:])
     finally:
         for process in started:
             procs.stop(process)
