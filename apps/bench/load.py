@@ -25,6 +25,8 @@ must be fresh), outside the measured time of each request. With Celery workers r
 import http.client
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -368,29 +370,48 @@ def drive(ports: list, prepared: Prepared, seconds: float, sockets: list, report
 
 
 @contextmanager
-def celery_workers(count: int, env: dict, folder: Path):
+def celery_workers(count: int, env: dict, folder: Path, seconds: float = 120):
     """`count` Celery workers (the first with beat: the sweeper, the review's resume),
-    each in a process group of its own, stopped (the group) after the block."""
+    each in a process group of its own; the block starts once every one answers a ping
+    (one that came up after the load would find every submission already accepted, and
+    review nothing). Stopped (the group) after the block."""
+    names = [f"mw{k}-{uuid.uuid4().hex[:6]}@{socket.gethostname()}" for k in range(count)]
+    logs = [folder / f"celery-{k}.log" for k in range(count)]
     processes = []
     try:
-        for k in range(count):
+        for k, (name, log) in enumerate(zip(names, logs)):
             beat = ["--beat", "--schedule", str(folder / "beat")] if k == 0 else []
-            with (folder / f"celery-{k}.log").open("ab") as log:
+            with log.open("ab") as out:
                 processes.append(subprocess.Popen(
                     [sys.executable, "-m", "celery", "-A", "mission_weave.celery", "worker",
                      "-l", "warning", "--concurrency", "1", "--without-gossip",
-                     "--without-mingle", "-n", f"bench{k}@%h", *beat],
-                    cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+                     "--without-mingle", "-n", name, *beat],
+                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                     start_new_session=True))
+        _answering(names, processes, logs, seconds)
         yield processes
     finally:
         for process in processes:
             _stop_group(process)
 
 
-def _stop_group(process: subprocess.Popen) -> None:
-    import signal
+def _answering(names: list, processes: list, logs: list, seconds: float) -> None:
+    from mission_weave.celery import app
 
+    deadline = time.monotonic() + seconds
+    waiting = set(names)
+    while waiting:
+        for reply in app.control.ping(destination=sorted(waiting), timeout=1):
+            waiting -= reply.keys()
+        if waiting and (time.monotonic() > deadline
+                        or any(p.poll() is not None for p in processes)):
+            ends = "".join(f"\n--- {log}:\n{log.read_text(errors='replace')[-3000:]}"
+                           for log in logs)
+            raise RuntimeError(f"Celery workers {sorted(waiting)} did not answer a ping "
+                               f"within {seconds:g} s{ends}")
+
+
+def _stop_group(process: subprocess.Popen) -> None:
     try:
         os.killpg(process.pid, signal.SIGTERM)
         process.wait(30)

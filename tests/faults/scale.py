@@ -30,24 +30,24 @@ def scale_out(tmp_path, seconds: float, figure) -> None:
            "MW_SWEEP_INTERVAL_SECONDS": "2", "MW_REVIEW_RESUME_SECONDS": "5"}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     ports = [free_port(), free_port()]
+    # load.celery_workers writes celery-0.log and celery-1.log beside the web logs.
     logs = [tmp_path / n for n in ("web-0.log", "web-1.log", "celery-0.log", "celery-1.log")]
-    started = []
+    webs = []
     try:
         for port, log in zip(ports, logs):
-            started.append(procs.web(port, env, log))
-        started.append(procs.celery(env, logs[2], "-n", "scale0@%h", "--beat", "--schedule",
-                                    str(tmp_path / "beat")))
-        started.append(procs.celery(env, logs[3], "-n", "scale1@%h"))
-        sockets = [(f"ws://127.0.0.1:{port}/ws/v1/", prepared.groups) for port in ports]
-        measured = load.drive(ports, prepared, seconds, sockets, lambda text: None)
-        assert all(p.poll() is None for p in started), [procs.tail(log) for log in logs]
-        # The workers review what was submitted (they may have come up late on a busy
-        # machine: in CI, `make run`'s try-out can start a whole stack beside this test).
-        procs.wait_until(lambda: Event.objects.filter(group_id__in=prepared.groups,
-                                                      type="review.integrity_checked").exists(),
-                         90, "review by the Celery workers", logs=logs[2:])
+            webs.append(procs.web(port, env, log))
+        with load.celery_workers(2, env, tmp_path) as workers:
+            sockets = [(f"ws://127.0.0.1:{port}/ws/v1/", prepared.groups) for port in ports]
+            measured = load.drive(ports, prepared, seconds, sockets, lambda text: None)
+            assert all(p.poll() is None for p in webs + workers), [procs.tail(log)
+                                                                   for log in logs]
+            # The workers review what was submitted (the coordinator accepts right after
+            # submitting, so a review that starts late appends nothing: a few suffice).
+            procs.wait_until(lambda: Event.objects.filter(
+                group_id__in=prepared.groups, type="review.integrity_checked").exists(),
+                30, "review by the Celery workers", logs=logs[2:])
     finally:
-        for process in started:
+        for process in webs:
             procs.stop(process)
     api, ws = measured["api"], measured["websocket"]
     assert api["errors"] == {}, api["firstErrors"]
