@@ -166,10 +166,13 @@ def criteria_rows(item: state.WorkItem) -> list:
     evaluation = {c["id"]: c for c in (review.get("evaluation") or {}).get("criteria", [])}
     reviewer = {e["id"]: e for e in review.get("reviewerEvidence", [])}
     rows = []
-    decided = item.state != state.SUBMITTED  # verified or failed: no one awaits Evidence now
+    # A submission verified, failed or cancelled: no one awaits Evidence for it now.
+    decided = bool(submission) and item.state in (state.VERIFIED, state.FAILED,
+                                                  state.CANCELLED)
     for criterion in item.contract["acceptanceCriteria"]:
         judged = evaluation.get(criterion["id"])
-        basis = judged["basis"] if judged else "not evaluated yet"
+        basis = judged["basis"] if judged else \
+            "not evaluated yet" if submission else "nothing submitted yet"
         if decided and (not judged or judged["verdict"] == "pending"):
             basis = (f"not decided by the review: the submission was {item.state} before "
                      "a reviewer gave Evidence (see the decision and its Evidence)")

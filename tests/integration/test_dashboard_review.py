@@ -129,3 +129,15 @@ def test_after_a_failure_no_criterion_says_it_awaits_reviewer_evidence(transacti
     assert "awaiting reviewer Evidence" in before["ac1"]  # ac1 has no check: a reviewer's
     assert "awaiting reviewer Evidence" not in after["ac1"]
     assert "the submission was failed before a reviewer gave Evidence" in after["ac1"]
+
+
+def test_before_a_submission_a_criterion_says_nothing_was_submitted(transactional_db):
+    s = Scenario()
+    item_id = s.authorize()
+    s.offer(item_id, s.w1)
+    url = f"/g/{s.world.group.id}/work-items/{item_id}/"
+
+    rows = criteria(html_of(s.owner, url)).values()
+
+    assert rows and all("nothing submitted yet" in row for row in rows)
+    assert not any("not decided by the review" in row for row in rows)
