@@ -336,8 +336,35 @@ def placement(viewer: Viewer, item: state.WorkItem, now) -> dict:
     pool = list(store.candidate_facts(viewer.group_id, None,
                                       store.capability_ids(item)).values())
     ttl = policy().presence_ttl_seconds
+    facts = {c.agent_id: c for c in pool}
     return {"ranked": ranking.rank(item.contract, pool, now, ttl),
-            "excluded": ranking.excluded(item.contract, pool, now, ttl)}
+            "excluded": {agent: [why_not(rule, item.contract, facts[agent], now, ttl)
+                                 for rule in rules]
+                         for agent, rules in ranking.excluded(item.contract, pool, now,
+                                                              ttl).items()}}
+
+
+def why_not(rule: str, contract: dict, candidate: ranking.Candidate, now, ttl: int) -> str:
+    """A ranking rule an Agent fails, in words a Coordinator can act on."""
+    if rule == ranking.CAPABILITY_REQUIRED:
+        missing = ranking.capability_match(contract.get("capabilities", []),
+                                           candidate.card)["missing"]
+        listed = candidate.card.get("capabilities", [])
+        return (f"its Agent Card lacks {_capabilities(missing)} "
+                f"(it lists {_capabilities(listed) or 'none'})")
+    if rule == ranking.CAPACITY:
+        seen = ranking.availability(candidate, now, ttl)
+        if seen["status"] == "offline":
+            return "offline, by its Presence report"
+        if seen["source"] == "presence" and seen["availableSlots"] < 1:
+            return "no free slot, by its Presence report"
+        return (f"no free slot: it owns {seen['load']} queued or active WorkItem(s) and "
+                f"its Agent Card allows {seen['maxConcurrency']}")
+    return "not a worker of this Group" if rule == ranking.WORKER_ROLE else rule
+
+
+def _capabilities(capabilities: list) -> str:
+    return ", ".join(f"{c.get('id')} {c.get('version')}" for c in capabilities)
 
 
 def offer_rounds(trail: dict) -> list:

@@ -172,6 +172,24 @@ def test_the_ranked_candidates_are_shown_before_an_auto_offer_and_the_outcome_af
     assert "accepted first" in after
 
 
+def test_the_page_says_in_words_why_a_worker_is_not_eligible(coordinated):
+    s, hc = coordinated
+    item_id = s.authorize(capabilities=[{"id": "translate", "version": "2"}])
+    busy = s.world.agent("busy-" + s.world.group.slug, card={
+        "version": "1", "capabilities": [{"id": "summarize", "version": "1"}],
+        "maxConcurrency": 1})
+    s.queued(busy)  # its one slot is taken
+
+    html = html_of(hc.client.get(item_url(s, item_id)))
+
+    reasons = dict(re.findall(r'<li data-agent="([^"]+)">(.*?)</li>', html))
+    assert reasons[s.w1.name] == (f"{s.w1.name}: its Agent Card lacks translate 2 "
+                                  "(it lists summarize 1)")
+    assert reasons[busy.name] == (
+        f"{busy.name}: its Agent Card lacks translate 2 (it lists summarize 1); no free "
+        "slot: it owns 1 queued or active WorkItem(s) and its Agent Card allows 1")
+
+
 def test_an_urgent_offer_to_named_workers_shows_each_outcome(coordinated):
     s, hc = coordinated
     item_id = s.authorize()
