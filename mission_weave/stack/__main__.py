@@ -162,11 +162,12 @@ class Stack:
         self.children.append((name, process))
 
     def _banner(self, url: str, demo: dict) -> None:
-        login = demo["login"]
+        owner, coordinator = demo["login"], demo["coordinatorLogin"]
         print(f"""
   MissionWeave is running: {url}/
-    sign in as {login['username']} / {login['password']} (the demo's MissionOwner); the demo
-    Mission moves on its own: {url}/g/{demo['groupId']}/missions/{demo['missionId']}/
+    sign in as {owner['username']} / {owner['password']} (the demo's MissionOwner) or
+    {coordinator['username']} / {coordinator['password']} (its Coordinator, who plans Missions)
+    the demo Mission moves on its own: {url}/g/{demo['groupId']}/missions/{demo['missionId']}/
     operators' admin: {url}/admin/ as {demo['admin']['username']} / {demo['admin']['password']}
     API reference: {url}/api/v1/docs/
     data and logs: {self.data}/ (Celery and the databases log to {self.logs}/)

@@ -98,6 +98,8 @@ def test_make_run_brings_the_demo_to_verified_again_and_again(tmp_path):
         verified = manage(data, "mw_verify", "grp_demo")
         assert verified.returncode == 0, verified.stderr
         assert_healthy(output)
+        banner = "".join(output)
+        assert "owner / owner" in banner and "coordinator / coordinator" in banner
     assert process.returncode == 0
     assert output[-1].strip() == "mw: stopped"
     assert not (data / "services.json").exists()
