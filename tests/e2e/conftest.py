@@ -277,9 +277,8 @@ def asgi_server(django_db_setup, django_db_blocker, mw_data_dir, authority_env) 
 def review_worker(asgi_server, authority_env):
     """A real Celery worker (tests/integration/celery_worker.py) taking the review tasks the
     server schedules through Redis, on the server's blobs."""
-    with celery_worker(asgi_server.data_dir, "--without-gossip", "--without-mingle",
-                       **authority_env, MW_BLOB_ROOT=str(asgi_server.data_dir / "blobs"),
-                       DJANGO_ALLOW_ASYNC_UNSAFE="") as worker:
+    with celery_worker(asgi_server.data_dir, **authority_env, DJANGO_ALLOW_ASYNC_UNSAFE="",
+                       MW_BLOB_ROOT=str(asgi_server.data_dir / "blobs")) as worker:
         yield worker
 
 

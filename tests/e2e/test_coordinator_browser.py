@@ -23,7 +23,7 @@ from tests.e2e.conftest import (
     still_marked,
     submit,
 )
-from tests.integration.celery_worker import wait_until
+from tests.faults.procs import wait_until
 from tests.support import Scenario, World, contract
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -83,7 +83,8 @@ def test_a_coordinator_plans_a_diamond_offers_it_and_watches_a_worker_live(
     owner = world.human("owner-" + world.group.slug, roles=("owner",))
     worker = sdk_worker(world.group)
     wait_until(lambda: presence_of(worker.agent_id) is not None, 30,
-               "Presence from the SDK worker", worker.process)
+               "Presence from the SDK worker", process=worker.process,
+               logs=[worker.folder / "stderr.txt"])
 
     sign_in(page, asgi_server.url, coordinator.name)
     follow(page, f"a[href='/g/{group_id}/']")

@@ -13,7 +13,7 @@ from apps.identity import registry
 from apps.ledger.models import Event
 from apps.work.models import WorkItem
 from tests.e2e.conftest import PASSWORD, follow, g_url, go, marker, sign_in, still_marked, submit
-from tests.integration.celery_worker import wait_until
+from tests.faults.procs import wait_until
 from tests.support import Scenario, evidence
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -85,10 +85,16 @@ def celery(env: dict, log: Path, *args: str) -> subprocess.Popen:
                   "--without-mingle", *args], env, log)
 
 
-def wait_until(done, seconds: float, what: str, every: float = 0.1, logs=()) -> None:
+def wait_until(done, seconds: float, what: str, every: float = 0.1, logs=(),
+               process: subprocess.Popen | None = None) -> None:
+    """Poll `done()` every `every` s until it is true; fail with "no `what` within
+    `seconds` s" (or at once if `process` exits first) and the end of each of `logs`."""
     deadline = time.monotonic() + seconds
     while not done():
-        if time.monotonic() > deadline:
+        exited = process is not None and process.poll() is not None
+        if exited or time.monotonic() > deadline:
             ends = "".join(f"\n--- {log}:\n{tail(log)}" for log in logs)
-            raise AssertionError(f"no {what} within {seconds:g} s{ends}")
+            why = f": the process exited ({process.returncode})" if exited else \
+                f" within {seconds:g} s"
+            raise AssertionError(f"no {what}{why}{ends}")
         time.sleep(every)

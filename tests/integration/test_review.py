@@ -14,8 +14,9 @@ from apps.artifacts.models import Blob
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
 from mission_weave.celery import app as celery_app
+from tests.faults.procs import wait_until
 from tests.integration.artifact_helpers import REVIEWED, published, submitted_json
-from tests.integration.celery_worker import celery_worker, wait_until
+from tests.integration.celery_worker import celery_worker
 from tests.integration.test_races import post, race
 from tests.support import Scenario, World, assert_error, contract, evidence
 
@@ -279,12 +280,11 @@ def test_a_real_celery_worker_runs_the_pipeline(transactional_db, tmp_path):
     if celery_app.conf.task_always_eager or not os.environ.get("REDIS_URL"):
         pytest.skip("needs REDIS_URL as the broker")
     # our Redis as the broker, the same blob directory
-    with celery_worker(tmp_path, "--without-gossip", "--without-mingle",
-                       MW_BLOB_ROOT=str(django_settings.MW_BLOB_ROOT)) as worker:
+    with celery_worker(tmp_path, MW_BLOB_ROOT=str(django_settings.MW_BLOB_ROOT)) as worker:
         s = Scenario()
         item_id, _ = submitted_json(s, {"title": "Q3", "words": 900})
         wait_until(lambda: (review_of(s, item_id)["review"] or {}).get("evaluation") is not None,
-                   30, "evaluation", worker)
+                   30, "evaluation", process=worker, logs=[tmp_path / "celery.log"])
 
     assert [e.type for e in item_events(s, item_id)][-5:] == PIPELINE
     assert review_of(s, item_id)["review"]["evaluation"]["verdict"] == "fail"

@@ -25,7 +25,8 @@ from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
 from apps.work import sweeper, tasks
 from mission_weave.protocol.timefmt import parse_time
-from tests.integration.celery_worker import celery_worker, wait_until
+from tests.faults.procs import wait_until
+from tests.integration.celery_worker import celery_worker
 from tests.support import Scenario, contract, events_after, evidence, later, now
 
 NOTHING = {"expiredLeases": 0, "expiredOwnerships": 0, "redispatched": 0}
@@ -260,7 +261,8 @@ def test_a_real_celery_worker_with_beat_sweeps_an_expired_lease(transactional_db
 
     with celery_worker(tmp_path, "--beat", "--schedule", str(tmp_path / "beat"),
                        REDIS_URL=celery_broker(), MW_SWEEP_INTERVAL_SECONDS="1") as worker:
-        wait_until(lambda: s.item(item_id)["lease"] is None, 20, "sweep", worker)
+        wait_until(lambda: s.item(item_id)["lease"] is None, 20, "sweep", process=worker,
+                   logs=[tmp_path / "celery.log"])
 
     expired = Event.objects.filter(group_id=s.world.group.id, type="lease.expired")
     assert list(expired.values_list("actor", "work_item_id")) == [("system", item_id)]
