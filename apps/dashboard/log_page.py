@@ -33,8 +33,8 @@ class Filters:
 
     @classmethod
     def from_query(cls, query) -> "Filters":
-        def text(name: str) -> str:  # without U+0000, which PostgreSQL cannot compare
-            return query.get(name, "").replace("\x00", "").strip()
+        def text(name: str) -> str:
+            return query.get(name, "").strip()
 
         actor = query.get("actor", "")
         return cls(type=text("type"), mission=text("mission"), work_item=text("work_item"),

@@ -309,6 +309,29 @@ def test_bad_form_input_is_a_protocol_error_on_the_page_not_a_crash(scenario):
     assert s.item(item_id)["state"] == "submitted"
 
 
+def test_u0000_in_a_page_parameter_is_refused_before_any_view_reads_it(scenario):
+    """PostgreSQL text cannot hold U+0000: a lookup by such a value failed in the database."""
+    s = scenario
+    coordinator = human_coordinator(s)
+    item_id = s.authorize()
+    group, head = s.world.group.id, s.world.head
+
+    answers = [coordinator.client.get("/?group=a%00b"),
+               coordinator.client.get(f"/g/{group}/log/?mission=%00owned"),
+               coordinator.client.post(f"/g/{group}/missions/{s.mission_id}/edges",
+                                       {"dependant": "x\x00", "dependency": item_id}),
+               coordinator.client.post(item_url(s, item_id, "cancel"), {"reason\x00": "no"})]
+    api = s.owner.client.get("/api/v1/authority?x=%00")
+
+    for answer in answers:
+        assert answer.status_code == 400
+        assert 'data-code="VALIDATION_ERROR"' in answer.content.decode()
+        assert "contains the character U+0000" in answer.content.decode()
+    assert "the field “reason\\u0000”" in answers[-1].content.decode()
+    assert api.status_code == 200  # the API judges its own parameters
+    assert s.world.head == head and s.item(item_id)["state"] == "open"
+
+
 def test_posts_need_a_csrf_token(scenario):
     s = scenario
     coordinator = human_coordinator(s)
