@@ -103,10 +103,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    # After the session and the user (the refusal page shows who is logged in).
-    "apps.dashboard.middleware.RefuseNulMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After the session, the user, messages and htmx: its refusal is a dashboard page.
+    "apps.dashboard.middleware.RefuseNulMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "apps.api.middleware.ApiErrorsMiddleware",
 ]

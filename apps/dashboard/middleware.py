@@ -22,7 +22,7 @@ class RefuseNulMiddleware:
         self.get_response = get_response
 
     def __call__(self, request):
-        field = None if request.path.startswith("/api/") else unstorable_field(request)
+        field = None if request.path_info.startswith("/api/") else unstorable_field(request)
         if field is None:
             return self.get_response(request)
         return render(request, "dashboard/bad_request.html", {"refused": {
