@@ -14,6 +14,7 @@ ones it derives from the settings (WebSocket pings), which they override.
 """
 
 import argparse
+import errno
 import os
 import signal
 import socket
@@ -41,6 +42,17 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     return [listening_socket(host, port, reuse_port=True) for _ in range(count)]
 
 
+def cannot_listen(host: str, port: int) -> str | None:
+    """Why this process cannot serve on host:port, in a sentence; None if it can."""
+    try:
+        listening_socket(host, port).close()
+    except OSError as error:
+        held = " (another program is listening there)" if error.errno == errno.EADDRINUSE \
+            else ""
+        return f"cannot listen on {host}:{port}: {error.strerror}{held}"
+    return None
+
+
 def daphne_limits() -> list[str]:
     """daphne's options for what the settings limit (docs/operations.md, "Limits"): an idle
     WebSocket is pinged after MW_WS_PING_INTERVAL_SECONDS without a frame from its client,
@@ -63,9 +75,15 @@ def main(argv=None) -> int:
 
     options = [*daphne_limits(), *daphne_options, *([] if args.access_log else ["-v", "0"]),
                args.app]
+    try:
+        sockets = listening_sockets(args.host, args.port, max(1, args.workers))
+    except OSError:
+        print(f"serve: {cannot_listen(args.host, args.port)}; choose another port with "
+              "--port or PORT", file=sys.stderr)
+        return 1
     children = [subprocess.Popen([sys.executable, "-m", "daphne", "--fd", str(sock.fileno()),
                                   *options], pass_fds=[sock.fileno()])
-                for sock in listening_sockets(args.host, args.port, max(1, args.workers))]
+                for sock in sockets]
 
     def stop(signum, frame):
         for child in children:

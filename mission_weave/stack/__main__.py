@@ -26,6 +26,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from mission_weave.serve import cannot_listen
+
 from .services import ServiceError, free_port, running, start_postgres, start_redis, stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -104,6 +106,10 @@ class Stack:
         self.env = {**os.environ, "MW_DATA_DIR": str(data), "PYTHONUNBUFFERED": "1"}
 
     def run(self, args) -> int:
+        busy = cannot_listen("127.0.0.1", args.port)  # said before anything starts
+        if busy is not None:
+            raise ServiceError(f"{busy}. Stop it, or run on another port: "
+                               f"PORT={args.port + 1} make run")
         self._start_services()
         python = [sys.executable, str(ROOT / "manage.py")]
         self._step("applying migrations", [*python, "migrate", "--noinput"])

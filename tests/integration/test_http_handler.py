@@ -197,6 +197,19 @@ def test_serve_spreads_keep_alive_connections_over_its_processes():
         parent.wait(30)
 
 
+def test_serve_on_a_port_another_program_holds_says_so_and_exits():
+    port = free_port()
+    with socket.create_server(("127.0.0.1", port)):
+        ran = subprocess.run([sys.executable, "-m", "mission_weave.serve", "--port", str(port)],
+                             cwd=ROOT, env=server_env(), capture_output=True, text=True,
+                             timeout=60)
+
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert ran.stderr.strip() == (
+        f"serve: cannot listen on 127.0.0.1:{port}: Address already in use (another program "
+        "is listening there); choose another port with --port or PORT")
+
+
 def test_listening_sockets_share_one_free_port():
     port = free_port()
     sockets = serve.listening_sockets("127.0.0.1", port, 3)

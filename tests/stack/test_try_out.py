@@ -5,6 +5,7 @@ folder of its own, driven from outside like a person at a terminal."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -134,6 +135,20 @@ def test_a_second_stack_on_the_same_data_is_refused(tmp_path):
         assert second.returncode == 1
         assert "another `make run` is using" in second.stderr
         assert first.poll() is None
+
+
+def test_a_port_another_program_holds_is_said_before_anything_starts(tmp_path):
+    data = tmp_path / "mw"
+    port = free_port()
+    with socket.create_server(("127.0.0.1", port)):
+        ran = subprocess.run([sys.executable, "-m", "mission_weave.stack", "run"], cwd=ROOT,
+                             env=bare_env(data, PORT=str(port)), capture_output=True,
+                             text=True, timeout=60)
+
+    assert ran.returncode == 1 and "Traceback" not in ran.stderr
+    assert f"mw: cannot listen on 127.0.0.1:{port}: Address already in use" in ran.stderr
+    assert f"PORT={port + 1} make run" in ran.stderr
+    assert not (data / "postgres").exists()  # nothing was started
 
 
 def test_make_test_falls_back_to_private_services(tmp_path):
