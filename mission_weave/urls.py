@@ -14,5 +14,5 @@ urlpatterns = [
     path("", include("apps.dashboard.urls")),
 ]
 
-handler404 = "apps.api.errors.handler404"
-handler500 = "apps.api.errors.handler500"
+handler404 = "apps.dashboard.views.handler404"
+handler500 = "apps.dashboard.views.handler500"

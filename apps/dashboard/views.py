@@ -6,10 +6,12 @@ from functools import wraps
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.http import HttpResponseServerError
 from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
+from apps.api import errors as api_errors
 from mission_weave.protocol.timefmt import format_time
 
 from . import access, actions, contract_form, forms, pages
@@ -17,6 +19,27 @@ from . import access, actions, contract_form, forms, pages
 
 def not_found(request):
     return render(request, "dashboard/not_found.html", status=404)
+
+
+# Django's error handlers (mission_weave/urls.py): the API's envelope under /api/, pages
+# elsewhere. The 500 page is plain text in HTML, with no template and no database: either
+# may be what failed.
+SERVER_ERROR_PAGE = ("<!doctype html><title>Server error · MissionWeave</title><h1>Server "
+                     "error</h1><p>The server failed; the request changed nothing it did not "
+                     "report. Try again; if it keeps failing, tell the operator.</p>")
+
+
+def handler404(request, exception=None):
+    if request.path_info.startswith("/api/"):
+        return api_errors.handler404(request, exception)
+    return not_found(request)
+
+
+def handler500(request):
+    answer = api_errors.handler500(request)  # logs it
+    if request.path_info.startswith("/api/"):
+        return answer
+    return HttpResponseServerError(SERVER_ERROR_PAGE)
 
 
 def member_page(view):
