@@ -42,14 +42,18 @@ def listening_sockets(host: str, port: int, count: int) -> list[socket.socket]:
     return [listening_socket(host, port, reuse_port=True) for _ in range(count)]
 
 
+def listen_error(host: str, port: int, error: OSError) -> str:
+    """Why a bind on host:port failed, in a sentence."""
+    held = " (another program is listening there)" if error.errno == errno.EADDRINUSE else ""
+    return f"cannot listen on {host}:{port}: {error.strerror}{held}"
+
+
 def cannot_listen(host: str, port: int) -> str | None:
-    """Why this process cannot serve on host:port, in a sentence; None if it can."""
+    """Why this process cannot serve on host:port; None if it can."""
     try:
         listening_socket(host, port).close()
     except OSError as error:
-        held = " (another program is listening there)" if error.errno == errno.EADDRINUSE \
-            else ""
-        return f"cannot listen on {host}:{port}: {error.strerror}{held}"
+        return listen_error(host, port, error)
     return None
 
 
@@ -77,8 +81,8 @@ def main(argv=None) -> int:
                args.app]
     try:
         sockets = listening_sockets(args.host, args.port, max(1, args.workers))
-    except OSError:
-        print(f"serve: {cannot_listen(args.host, args.port)}; choose another port with "
+    except OSError as error:
+        print(f"serve: {listen_error(args.host, args.port, error)}; choose another port with "
               "--port or PORT", file=sys.stderr)
         return 1
     children = [subprocess.Popen([sys.executable, "-m", "daphne", "--fd", str(sock.fileno()),

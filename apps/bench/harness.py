@@ -53,6 +53,14 @@ HTTP_SERVERS = {
 }
 
 
+def celery_worker_command(*args: str) -> list:
+    """A Celery worker with one pool process, warnings only, without gossip and mingle
+    (nothing to share between the few workers of one run, and they slow its start)."""
+    return [sys.executable, "-m", "celery", "-A", "mission_weave.celery", "worker",
+            "-l", "warning", "--concurrency", "1", "--without-gossip", "--without-mingle",
+            *args]
+
+
 def start_server(port: int, workers: int = 1, env: dict | None = None,
                  http_server: str = "daphne") -> subprocess.Popen:
     """`python -m mission_weave.serve` (or another of HTTP_SERVERS) on `port`, returned

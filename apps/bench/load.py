@@ -28,7 +28,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -50,6 +49,7 @@ from . import lifecycle
 from .harness import (
     ROOT,
     Client,
+    celery_worker_command,
     database_url,
     latency_summary,
     percentile_ms,
@@ -383,11 +383,8 @@ def celery_workers(count: int, env: dict, folder: Path, seconds: float = 120):
             beat = ["--beat", "--schedule", str(folder / "beat")] if k == 0 else []
             with log.open("ab") as out:
                 processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "celery", "-A", "mission_weave.celery", "worker",
-                     "-l", "warning", "--concurrency", "1", "--without-gossip",
-                     "--without-mingle", "-n", name, *beat],
-                    cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
-                    start_new_session=True))
+                    celery_worker_command("-n", name, *beat), cwd=ROOT, env=env, stdout=out,
+                    stderr=subprocess.STDOUT, start_new_session=True))
         _answering(names, processes, logs, seconds)
         yield processes
     finally:

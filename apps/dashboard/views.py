@@ -1,6 +1,7 @@
 """The dashboard's pages and forms. Thin: check who is looking (apps/dashboard/access.py),
 read (pages.py) or act through the append pipeline (actions.py), render."""
 
+import logging
 from datetime import timedelta
 from functools import wraps
 
@@ -15,6 +16,8 @@ from apps.api import errors as api_errors
 from mission_weave.protocol.timefmt import format_time
 
 from . import access, actions, contract_form, forms, pages
+
+log = logging.getLogger(__name__)
 
 
 def not_found(request):
@@ -36,9 +39,9 @@ def handler404(request, exception=None):
 
 
 def handler500(request):
-    answer = api_errors.handler500(request)  # logs it
     if request.path_info.startswith("/api/"):
-        return answer
+        return api_errors.handler500(request)
+    log.error("internal error on %s %s", request.method, request.path)
     return HttpResponseServerError(SERVER_ERROR_PAGE)
 
 

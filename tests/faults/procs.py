@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from apps.bench.harness import ROOT
+from apps.bench.harness import ROOT, celery_worker_command
 
 
 def spawn(args: list, env: dict, log: Path, cwd=ROOT) -> subprocess.Popen:
@@ -79,10 +79,8 @@ def web(port: int, env: dict, log: Path, workers: int = 1) -> subprocess.Popen:
 
 
 def celery(env: dict, log: Path, *args: str) -> subprocess.Popen:
-    """`python -m celery -A mission_weave worker` with one pool process, plus `args`."""
-    return spawn([sys.executable, "-m", "celery", "-A", "mission_weave.celery", "worker",
-                  "-l", "warning", "--concurrency", "1", "--without-gossip",
-                  "--without-mingle", *args], env, log)
+    """A Celery worker (harness.celery_worker_command) plus `args`."""
+    return spawn(celery_worker_command(*args), env, log)
 
 
 def wait_until(done, seconds: float, what: str, every: float = 0.1, logs=(),
