@@ -15,7 +15,7 @@ from apps.ledger import db, history
 from mission_weave.protocol.errors import ProtocolError
 
 from .openapi import ONE, errors, ref
-from .views import member_of
+from .views import int_param, member_of
 
 HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 
@@ -49,13 +49,7 @@ class ProvenanceView(APIView):
 
 
 def _version_param(request) -> int | None:
-    text = request.query_params.get("version")
-    if text is None:
-        return None
-    if not text.isdigit() or not 1 <= int(text) <= 2**31 - 1:
-        raise ProtocolError("VALIDATION_ERROR", "version must be a positive integer",
-                            {"path": "version"})
-    return int(text)
+    return int_param(request, "version", None, minimum=1, maximum=2**31 - 1)
 
 
 def _package(group_id: str, package_id: str, version: int | None) -> dict:
@@ -104,20 +98,12 @@ class ContextPackageEventsView(APIView):
         member_of(request, group_id)
         record = _package(group_id, package_id, _version_param(request))
         cited = record["package"]["sourceEvents"]
-        after = _int(request, "after", cited["from"] - 1)
-        limit = _int(request, "limit", settings.MW_EVENTS_PAGE_MAX, settings.MW_EVENTS_PAGE_MAX)
+        after = int_param(request, "after", cited["from"] - 1, minimum=0)
+        limit = int_param(request, "limit", settings.MW_EVENTS_PAGE_MAX, minimum=1,
+                          maximum=settings.MW_EVENTS_PAGE_MAX)
         first = max(after + 1, cited["from"])
         last = min(cited["to"], first + limit - 1)
         events = history.events_between(group_id, first, last) if first <= last else []
         return JsonResponse({"packageId": record["id"], "version": record["version"],
                              "sourceEvents": cited, "events": events})
 
-
-def _int(request, name: str, default: int, maximum: int = 2**53) -> int:
-    text = request.query_params.get(name)
-    if text is None:
-        return default
-    if not text.isdigit() or not (0 if name == "after" else 1) <= int(text) <= maximum:
-        raise ProtocolError("VALIDATION_ERROR", f"{name} must be an integer in range",
-                            {"path": name})
-    return int(text)

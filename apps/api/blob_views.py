@@ -11,6 +11,7 @@ from rest_framework.views import APIView
 
 from apps.artifacts import blobs
 from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.whole import whole_number
 
 from .openapi import AUTH, errors, ref
 from .views import principal_of
@@ -60,9 +61,10 @@ def _content_length(request) -> int | None:
     text = request.META.get("CONTENT_LENGTH") or ""
     if not text:
         return None
-    if not text.isdigit():
+    value = whole_number(text, 2**63 - 1)
+    if value is None:
         raise ProtocolError("VALIDATION_ERROR", "Content-Length must be a whole number")
-    return int(text)
+    return value
 
 
 def _body_chunks(request):

@@ -15,7 +15,7 @@ from apps.ledger.models import Snapshot
 from mission_weave.protocol.errors import ProtocolError
 
 from .openapi import ONE, PAGE, errors, ref
-from .views import _int_param, member_of
+from .views import int_param, member_of
 
 
 class SnapshotView(APIView):
@@ -40,7 +40,7 @@ class ArchiveView(APIView):
                                "floor, moved there by archiving, still hash-chained.")
     def get(self, request, group_id):
         member_of(request, group_id)
-        after = _int_param(request, "after", 0, minimum=0)
-        limit = _int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
+        after = int_param(request, "after", 0, minimum=0)
+        limit = int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
         return JsonResponse({"events": history.archived_after(group_id, after, limit),
                              "onlineFloor": history.floor(group_id)})

@@ -17,6 +17,7 @@ from mission_weave import limits
 from mission_weave.core import state
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.whole import whole_number
 
 from . import reads
 from .openapi import AUTH, COMMAND_ERRORS, ONE, PAGE, errors, json_body, ref
@@ -137,23 +138,25 @@ class EventsView(APIView):
                    summary="The Group's events after a sequence, in order (PROTOCOL §4)")
     def get(self, request, group_id):
         member_of(request, group_id)
-        after = _int_param(request, "after", 0, minimum=0)
-        limit = _int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
+        after = int_param(request, "after", 0, minimum=0)
+        limit = int_param(request, "limit", 100, minimum=1, maximum=settings.MW_EVENTS_PAGE_MAX)
         return HttpResponse(feed.page_json(group_id, after, limit),
                             content_type="application/json")
 
 
-def _int_param(request, name, default, minimum, maximum=None):
+BIGINT_MAX = 2**63 - 1
+
+
+def int_param(request, name: str, default, minimum: int, maximum: int = BIGINT_MAX):
+    """The query parameter `name` as a whole number in [minimum, maximum], or `default`."""
     text = request.query_params.get(name)
     if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ProtocolError("VALIDATION_ERROR", f"{name} must be an integer")
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise ProtocolError("VALIDATION_ERROR", f"{name} must be {bound}")
+    value = whole_number(text, maximum)
+    if value is None or value < minimum:
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"{name} must be a whole number from {minimum} to {maximum}",
+                            {"path": name})
     return value
 
 
@@ -190,7 +193,7 @@ class WorkItemListView(APIView):
 
 
 def _list_limit(request) -> int:
-    return _int_param(request, "limit", settings.MW_LIST_MAX, minimum=1,
+    return int_param(request, "limit", settings.MW_LIST_MAX, minimum=1,
                       maximum=settings.MW_LIST_MAX)
 
 

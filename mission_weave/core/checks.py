@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
+from mission_weave.protocol.whole import whole_number
+
 PREFIX = "check:"
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,49}$")
 PASS, FAIL = "pass", "fail"
@@ -138,7 +140,7 @@ def _non_empty(argument, artifacts, contract):
 
 
 def _positive_integer(argument, contract):
-    if argument is None or not argument.isdigit() or int(argument) < 1:
+    if argument is None or not whole_number(argument, 2**63 - 1):
         return "needs a positive whole number of bytes, e.g. check:max-size:1048576"
     return None
 

@@ -226,6 +226,17 @@ def test_a_declared_size_over_the_limit_is_refused(alice, settings):
     assert put(alice, name_of(data), data).status_code == 201  # the limit itself is allowed
 
 
+@pytest.mark.parametrize("length", ["²", "+4", "1" * 5000, "-1"])
+def test_a_content_length_that_is_no_plain_whole_number_is_refused(alice, length):
+    data = b"blob"
+    response = alice.client.put(f"/api/v1/blobs/{name_of(data)}", data=data,
+                                content_type="application/octet-stream",
+                                CONTENT_LENGTH=length, **auth(alice))
+
+    assert "Content-Length" in assert_error(response, 400, "VALIDATION_ERROR")["message"]
+    assert not Blob.objects.exists()
+
+
 def test_a_stream_longer_than_the_limit_is_cut_off_and_nothing_kept(settings, db):
     settings.MW_BLOB_MAX_BYTES = 3 * MIB
     data = b"y" * (4 * MIB)

@@ -132,3 +132,16 @@ def test_unknown_packages_and_versions(scenario):
     assert_error(scenario.w1.get("context-packages/pkg-1?version=2"), 404, "NOT_FOUND")
     assert_error(scenario.w1.get("context-packages/pkg-1?version=x"), 400, "VALIDATION_ERROR")
     assert_error(scenario.w1.get("context-packages/pkg-2/events"), 404, "NOT_FOUND")
+
+
+@pytest.mark.parametrize("query", [
+    "version=%C2%B2", "version=" + "1" * 5000, "version=0", "version=%EF%BC%91",
+    "after=%C2%B2", "after=" + "9" * 5000, "after=-1", "after=+1", "after=%201",
+    "limit=%C2%B2", "limit=0", "limit=1001", "limit=1_0"])
+def test_a_package_query_that_is_no_plain_number_in_range_is_refused(scenario, query):
+    scenario.w1.ok("context.publish", package(scenario.w1, scenario.mission_id))
+    path = "context-packages/pkg-1" + ("" if query.startswith("version") else "/events")
+
+    error = assert_error(scenario.w1.get(f"{path}?{query}"), 400, "VALIDATION_ERROR")
+
+    assert error["details"]["path"] == query.split("=")[0]

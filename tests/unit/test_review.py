@@ -514,3 +514,8 @@ def test_a_new_submission_starts_a_new_review_and_old_outcomes_do_not_land_on_it
     fresh = after.items[item.id].review
     assert fresh["submissionRevision"] > first
     assert (fresh["integrity"], fresh["evaluation"]) == (None, None)
+
+
+@pytest.mark.parametrize("size", ["²", "١٢", "+12", " 12", "1_000", "9" * 5000, "0"])
+def test_a_size_that_is_no_plain_positive_whole_number_is_refused(size):
+    assert "positive whole number" in checks.problem(f"check:max-size:{size}", contract())
