@@ -30,7 +30,8 @@ MULTILINE = {TEXTAREA: 3, JSON_TEXT: 4, NAMES: 3}  # kind -> textarea rows
 INPUT_MODE = {INTEGER: "numeric", NUMBER: "decimal"}
 WHOLE = re.compile(r"-?[0-9]+")
 DECIMAL = re.compile(r"-?[0-9]+\.[0-9]+")
-ROW_INPUT = re.compile(r"([A-Za-z]+)-([0-9]+)-([A-Za-z]+)")
+MAX_DIGITS = 16  # before the point: 2**53 - 1, the largest integer a command carries, has 16
+ROW_INPUT = re.compile(r"([A-Za-z]+)-([0-9]{1,6})-([A-Za-z]+)")  # short enough for int()
 CONTRACT_MEMBER = re.compile(r"body\.contract((?:\.[A-Za-z]+|\[[0-9]+\])*)")
 MISSING = re.compile(r"'([A-Za-z]+)' is required$")  # jsonschema_check._plain's wording
 REPEATED = re.compile(r"id '([^']*)' is repeated")  # check_contract's duplicate-id wording
@@ -409,10 +410,9 @@ class ContractForm:
     # --- reading
 
     def _from_json(self) -> tuple:
-        try:
-            document = json.loads(self.contract_json)
-        except json.JSONDecodeError as error:
-            return None, {JSON_INPUT: _json_problem(error)}
+        document, problem = _parse_json(self.contract_json)
+        if problem:
+            return None, {JSON_INPUT: problem}
         if not isinstance(document, dict):
             return None, {JSON_INPUT: "The contract must be a JSON object: {…}."}
         return document, {}
@@ -451,7 +451,9 @@ class ContractForm:
             return UNSET
         if spec.kind == NAMES:
             return [line.strip() for line in text.splitlines() if line.strip()]
-        if spec.kind == INTEGER:
+        if spec.kind in (INTEGER, NUMBER) and len(text.lstrip("-").split(".")[0]) > MAX_DIGITS:
+            problems[name] = f"Enter a number of at most {MAX_DIGITS} digits."
+        elif spec.kind == INTEGER:
             if WHOLE.fullmatch(text):
                 return int(text)
             problems[name] = "Enter a whole number, like 1000."
@@ -462,10 +464,10 @@ class ContractForm:
                 return float(text)
             problems[name] = "Enter a number, like 2 or 1.5."
         elif spec.kind == JSON_TEXT:
-            try:
-                return json.loads(text)
-            except json.JSONDecodeError as error:
-                problems[name] = _json_problem(error)
+            value, problem = _parse_json(text)
+            if problem is None:
+                return value
+            problems[name] = problem
         else:
             return text
         return UNSET
@@ -565,5 +567,13 @@ def _pretty(value) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def _json_problem(error: json.JSONDecodeError) -> str:
-    return f"This is not JSON: {error.msg} (line {error.lineno}, column {error.colno})."
+def _parse_json(text: str) -> tuple:
+    """(the value, None), or (None, what keeps it from being read, in words)."""
+    try:
+        return json.loads(text), None
+    except json.JSONDecodeError as error:
+        return None, f"This is not JSON: {error.msg} (line {error.lineno}, column {error.colno})."
+    except ValueError:  # int() refuses over 4,300 digits
+        return None, "This JSON holds a number too long to read."
+    except RecursionError:
+        return None, "This JSON is nested too deeply to read."

@@ -237,6 +237,12 @@ def test_blank_rows_are_dropped_and_the_rest_numbered_from_zero():
     assert form.row_counts["capabilities"] == 1
 
 
+def test_an_input_whose_row_number_is_too_long_to_read_is_no_row():
+    form = posted(FULL, **{f"capabilities-{'9' * 5000}-id": "charts"})
+
+    assert form.contract()["capabilities"] == SENT["capabilities"]
+
+
 def test_a_row_with_a_blank_required_field_is_sent_without_it():
     form = posted(FULL, **{"deliverables-2-description": "Notes"})
 
@@ -467,3 +473,25 @@ def test_each_repeated_member_has_its_rows_a_blank_one_and_a_template_to_copy():
                             {"form": ContractForm.from_contract(FULL, CHOICES)})
     assert html.count("<button type=\"button\" data-add-row hidden>") == 4
     assert '<template data-row-template data-next-index="3">' in html
+
+
+@pytest.mark.parametrize(("name", "typed"), [
+    ("budgets-tokens", "9" * 17), ("retry-maxAttempts", "-" + "9" * 5000),
+    ("retry-backoff-multiplier", "9" * 5000 + ".5")])
+def test_a_number_longer_than_a_command_can_carry_is_an_error_on_its_input(name, typed):
+    form = posted(FULL, **{name: typed})
+
+    assert form.contract() is None
+    assert form.errors == {name: ["Enter a number of at most 16 digits."]}
+
+
+@pytest.mark.parametrize(("typed", "words"), [
+    ("[" + "9" * 5000 + "]", "This JSON holds a number too long to read."),
+    ("[" * 100_000 + "]" * 100_000, "This JSON is nested too deeply to read.")])
+def test_json_that_python_cannot_read_is_an_error_on_its_input(typed, words):
+    form = posted(FULL, **{"allowed-resources": typed})
+    whole = ContractForm.from_post(post_of({**post_data(FULL), "editor": "json",
+                                            "contract_json": typed}), CHOICES)
+
+    assert form.contract() is None and form.errors == {"allowed-resources": [words]}
+    assert whole.contract() is None and list(whole.errors.values()) == [[words]]
