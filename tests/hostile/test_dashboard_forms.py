@@ -20,7 +20,11 @@ from tests.hostile.cast import STATES
 
 pytestmark = pytest.mark.django_db
 
-ODD = ["", " ", "-1", "0", "1e309", "NaN", "-Infinity", "9" * 400, "\x00", "a\x00b",
+# Text that int() (over 4,300 digits) or json.loads (over ~1,000 levels) cannot read: each
+# is put in every field in turn, as U+0000 is.
+UNREADABLE = ["9" * 4400, "[" * 1100]
+ODD = ["", " ", "-1", "0", "1e309", "NaN", "-Infinity", "9" * 400, *UNREADABLE, "²", "١٢",
+       "\x00", "a\x00b",
        "2026-13-45T99:99:99Z", "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "null", "{}",
        "[]", "[", '{"a": ' * 200, '{"goal": 1}', "<script>alert(1)</script>", "é" * 5000,
        "\u202e", "x" * 100_000]
@@ -92,7 +96,8 @@ def form_data(form: dict):
     fields = {name: st.lists(value(offered), min_size=0, max_size=2)
               for name, offered in form["fields"].items()}
     extra = st.dictionaries(st.sampled_from(["offer-candidates", "contract_json", "editor",
-                                             "criteria", "next", "id", "groupId"]),
+                                             "criteria", "next", "id", "groupId",
+                                             f"capabilities-{'9' * 5000}-id"]),
                             st.lists(value([]), max_size=2), max_size=2)
     return st.tuples(st.fixed_dictionaries(fields), extra).map(lambda t: {**t[1], **t[0]})
 
@@ -130,3 +135,16 @@ def test_u0000_in_any_field_of_any_form_is_refused(cast, who, page):
             response = send(actor, form, {**offered, name: "a\x00b"})
             assert response.status_code == 400, (form["action"], name, response.status_code)
             assert "contains the character U+0000" in response.content.decode()
+
+
+@pytest.mark.parametrize(("who", "page"), PAGES)
+def test_a_value_no_parser_can_read_in_any_field_is_answered(cast, who, page):
+    """Each field in turn holds each UNREADABLE value, the others what the page offers;
+    so does a row input whose index has 5,000 digits. Never a 5xx."""
+    actor = getattr(cast, who)
+    for form in forms_of(actor, path_of(cast, page)):
+        offered = {name: values[:1] for name, values in form["fields"].items()}
+        sent = [{**offered, name: text} for name in form["fields"] for text in UNREADABLE]
+        for data in [*sent, {**offered, f"capabilities-{'9' * 5000}-id": "x"}]:
+            response = send(actor, form, data)
+            assert response.status_code < 500, (form["action"], response.status_code)
