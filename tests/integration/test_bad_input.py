@@ -399,7 +399,9 @@ def test_a_body_that_is_not_json_by_content_type_is_still_judged_as_a_command(s)
 BAD_QUERIES = ["after=-1", "after=abc", "after=1.5", "after=", "after=%00", "after=0x10",
                "after=1e3", "limit=0", "limit=-5", "limit=abc", "limit=100000", "limit=1001",
                "limit=1e3", "limit=", "limit=%F0%9F%98%80", "limit=%00",
-               "after=-99999999999999999999", "limit=99999999999999999999999999"]
+               "after=-99999999999999999999", "limit=99999999999999999999999999",
+               "after=%C2%B2", "limit=%C2%B2", "after=%EF%BC%91", "after=+1", "after=%201",
+               "after=1_0", "after=" + "9" * 5000]
 
 
 @pytest.mark.parametrize("query", BAD_QUERIES)
