@@ -14,7 +14,7 @@ from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.whole import whole_number
 
 from .openapi import AUTH, errors, ref
-from .views import principal_of
+from .views import BIGINT_MAX, principal_of
 
 
 class BlobView(APIView):
@@ -61,7 +61,7 @@ def _content_length(request) -> int | None:
     text = request.META.get("CONTENT_LENGTH") or ""
     if not text:
         return None
-    value = whole_number(text, 2**63 - 1)
+    value = whole_number(text, BIGINT_MAX)
     if value is None:
         raise ProtocolError("VALIDATION_ERROR", "Content-Length must be a whole number")
     return value

@@ -194,7 +194,7 @@ class WorkItemListView(APIView):
 
 def _list_limit(request) -> int:
     return int_param(request, "limit", settings.MW_LIST_MAX, minimum=1,
-                      maximum=settings.MW_LIST_MAX)
+                     maximum=settings.MW_LIST_MAX)
 
 
 def _page(rows, limit: int) -> tuple[list, bool]:
