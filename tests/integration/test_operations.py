@@ -26,6 +26,7 @@ from apps.delivery.origin import AgentFriendlyOriginValidator
 from apps.identity import registry
 from apps.ledger import ports, publish
 from apps.operations import metrics, observer, readiness
+from apps.operations.collectors import REDIS_TIMEOUT
 from apps.operations.logs import JsonFormatter, RequestIdFilter
 from mission_weave.routing import websocket_urlpatterns
 from tests.integration.artifact_helpers import submitted_json
@@ -34,6 +35,9 @@ from tests.support import Scenario, later
 
 CLOSED_PORT = "redis://127.0.0.1:1/1"  # nothing listens there: connection refused
 UNROUTABLE = "redis://192.0.2.1:6379/1"  # TEST-NET-1: packets go nowhere
+# Redis down is told within its client timeout (0.25 s), not the operating system's (minutes
+# for an unroutable address); four times it leaves room for a busy machine.
+WITHIN_REDIS_TIMEOUT = 4 * REDIS_TIMEOUT
 
 
 def scrape(client: Client | None = None, **headers) -> dict:
@@ -89,8 +93,7 @@ def test_readyz_is_ready_when_postgres_redis_and_the_migrations_are(db, monkeypa
 
 
 @pytest.mark.parametrize("url", [CLOSED_PORT, UNROUTABLE])
-def test_readyz_names_redis_when_it_is_down_and_answers_within_half_a_second(db, settings,
-                                                                             url):
+def test_readyz_names_redis_when_it_is_down_and_answers_within_its_timeout(db, settings, url):
     settings.REDIS_URL = url
     started = time.perf_counter()
     response = Client().get("/readyz")
@@ -102,7 +105,7 @@ def test_readyz_names_redis_when_it_is_down_and_answers_within_half_a_second(db,
     assert body["checks"]["redis"].startswith(("ConnectionError", "TimeoutError"))
     if url == CLOSED_PORT:
         assert "refused" in body["checks"]["redis"].lower()
-    assert elapsed < 0.5, elapsed
+    assert elapsed < WITHIN_REDIS_TIMEOUT, elapsed
     # A client /metrics would not serve (the kubelet, anyone) is told which part, not why.
     outside = Client().get("/readyz", REMOTE_ADDR="203.0.113.9")
     assert outside.status_code == 503
@@ -248,7 +251,7 @@ def test_a_scrape_without_redis_still_answers_and_says_so(db, settings):
     settings.CELERY_BROKER_URL = CLOSED_PORT
     started = time.perf_counter()
     scraped = scrape()
-    assert time.perf_counter() - started < 0.5
+    assert time.perf_counter() - started < WITHIN_REDIS_TIMEOUT
     assert scraped[("mw_metrics_source_up", frozenset({"source": "redis"}.items()))] == 0
     assert scraped[("mw_metrics_source_up", frozenset({"source": "postgres"}.items()))] == 1
     assert not any(name == "mw_celery_queue_length" for name, _ in scraped)

