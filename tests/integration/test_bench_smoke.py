@@ -5,7 +5,7 @@ starts its own daphne (and the sweep its sweepers) on this test database."""
 import json
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 
 from apps.bench.harness import database_url_of
@@ -126,3 +126,16 @@ def test_scale(capsys):
         assert row["problems"] == []
         assert row["verifySeconds"] >= row["replaySeconds"] > 0 and row["raw"]["seconds"] > 0
     assert set(log["linear"]) == {"verify", "replay", "raw"}
+
+
+def test_pages(capsys):
+    result = bench(capsys, "--pages", "--page-items", "20", "--page-renders", "2")
+
+    assert (result["workItems"], result["tenth"], result["raw"]["rows"]) == (20, 11, 20)
+    for name in ("missionPage", "workItemPage"):
+        page = result[name]
+        assert page["queries"] == page["queriesAtATenth"], page  # no query per WorkItem
+        assert page["p50Ms"] > 0 and page["kilobytes"] > 0
+        assert result[name + "OverRaw"] == round(page["p50Ms"] / result["raw"]["p50Ms"], 1)
+    with pytest.raises(CommandError, match="at least 20"):
+        call_command("mw_bench", "--pages", "--page-items", "19")

@@ -69,6 +69,13 @@ class Command(BaseCommand):
         parser.add_argument("--celery-workers", type=int, default=1,
                             help="Celery workers --load starts (the first with beat): the "
                                  "review of each submission, the sweeper")
+        parser.add_argument("--pages", action="store_true",
+                            help="instead: the Mission page of a graph of --page-items "
+                                 "WorkItems and a WorkItem page, rendered in-process, with "
+                                 "their SQL queries, beside the raw SELECT of the WorkItems "
+                                 "(apps/bench/pages.py)")
+        parser.add_argument("--page-items", type=int, default=200)
+        parser.add_argument("--page-renders", type=int, default=20, help="per page")
         parser.add_argument("--scale", action="store_true",
                             help="instead: how cost grows: lifecycle commands/s against web "
                                  "processes and against Groups, command latency against log "
@@ -98,6 +105,8 @@ class Command(BaseCommand):
             return self._load(options, report)
         if options["scale"]:
             return self._scale(options, report)
+        if options["pages"]:
+            return self._pages(options, report)
         results = []
         if options["renew"]:
             results.append(renew.scenario(options["groups"], options["renew_leases"],
@@ -216,6 +225,26 @@ class Command(BaseCommand):
                          f"({r['websocketOverRaw']} of raw)")
         elif "websocket" in r:
             lines.append(f"  WebSocket      failed: {r['websocket']['error']}")
+        report("\n".join(lines))
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
+
+    def _pages(self, options, report) -> None:
+        from apps.bench import pages
+
+        if options["page_items"] < 2 * pages.ROW or options["page_renders"] < 1:
+            raise CommandError(f"--page-items must be at least {2 * pages.ROW} (two rows), "
+                               "--page-renders at least 1")
+        r = pages.scenario(options["page_items"], options["page_renders"], report)
+        lines = [f"\npages: {r['workItems']} WorkItems in one Mission, median of "
+                 f"{r['renders']} renders in-process",
+                 "  page           ms        x raw    KB      SQL queries (at "
+                 f"{r['tenth']} WorkItems)"]
+        for name, key in (("Mission", "missionPage"), ("WorkItem", "workItemPage")):
+            page = r[key]
+            lines.append(f"  {name:<12} {page['p50Ms']:>8} {r[key + 'OverRaw']:>9} "
+                         f"{page['kilobytes']:>7}   {page['queries']} "
+                         f"({page['queriesAtATenth']})")
+        lines.append(f"  raw SELECT   {r['raw']['p50Ms']:>8}   of {r['raw']['rows']} rows")
         report("\n".join(lines))
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
 

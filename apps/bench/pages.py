@@ -1,0 +1,111 @@
+"""mw_bench --pages: the dashboard's heaviest pages, rendered in this process by Django's
+test Client signed in as the MissionOwner, beside the raw SELECT of the WorkItems they
+show, in the same run. The Mission page draws a graph of N WorkItems in rows of ten, each
+depending on two of the row before; the WorkItem page shows the last of them.
+
+Each page's SQL queries are counted at N and at a tenth of N (at least two rows), in a
+second Mission of the same Group: a page must not spend a query per WorkItem."""
+
+import statistics
+import time
+import uuid
+
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+
+from apps.work.models import WorkItem
+
+from . import lifecycle
+
+ROW = 10  # WorkItems side by side in the bench's graph
+
+
+def prepare(run: str, items: int) -> dict:
+    group = lifecycle.bench_group(f"bench-pages-{run}")
+    coordinator = lifecycle.Agent(f"bpc-{run}", [group], ["coordinator"])
+    # The small one's last WorkItem has dependencies too, so both WorkItem pages show them.
+    missions = {"large": items, "small": max(items // 10, ROW + 1)}
+    for mission, count in missions.items():
+        _send(coordinator, group.id, "mission.create", {
+            "missionId": mission, "title": f"{count} WorkItems", "ownerId": lifecycle.OWNER,
+            "coordinatorId": f"agent:{coordinator.name}"})
+        for k in range(count):
+            contract = lifecycle.contract()
+            contract["dependencies"]["workItems"] = [f"{mission}-{j}" for j in _above(k)]
+            _send(coordinator, group.id, "work.authorize", {
+                "workItemId": f"{mission}-{k}", "missionId": mission, "contract": contract})
+    return {"groupId": group.id, "missions": missions}
+
+
+def _above(k: int) -> list:
+    """The two WorkItems item k depends on: the one above it and that one's right-hand
+    neighbour (the row wraps round), in the row before; none in the first row."""
+    if k < ROW:
+        return []
+    above = k - ROW
+    return [above, above - above % ROW + (above + 1) % ROW]
+
+
+def _send(agent, group_id: str, command_type: str, body: dict) -> None:
+    _id, payload = agent.command(group_id, command_type, body)
+    lifecycle.submit_here(agent, group_id, payload)
+
+
+def queries_of(client: Client, path: str) -> tuple[int, int]:
+    """The SQL queries one GET of `path` runs, and the page's size in bytes."""
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(path)
+    if response.status_code != 200:
+        raise RuntimeError(f"GET {path} answered {response.status_code}")
+    return len(queries), len(response.content)
+
+
+def measure(client: Client, path: str, renders: int) -> dict:
+    """The median time of `renders` GETs of `path`, its size and its SQL queries."""
+    queries, size = queries_of(client, path)
+    times = []
+    for _ in range(renders):
+        started = time.perf_counter()
+        client.get(path)
+        times.append(time.perf_counter() - started)
+    return {"p50Ms": round(statistics.median(times) * 1000, 2), "queries": queries,
+            "kilobytes": round(size / 1000, 1)}
+
+
+def raw_select(group_id: str, mission_id: str, renders: int) -> dict:
+    """The rows the Mission page shows, straight out of PostgreSQL."""
+    sql = (f"SELECT doc FROM {WorkItem._meta.db_table} "
+           "WHERE group_id = %s AND mission_id = %s ORDER BY id")
+    times = []
+    with connection.cursor() as cursor:
+        for _ in range(renders + 1):  # the first warms the plan cache, as measure's does
+            started = time.perf_counter()
+            cursor.execute(sql, [group_id, mission_id])
+            rows = cursor.fetchall()
+            times.append(time.perf_counter() - started)
+    return {"p50Ms": round(statistics.median(times[1:]) * 1000, 3), "rows": len(rows)}
+
+
+def scenario(items: int, renders: int, report) -> dict:
+    run = uuid.uuid4().hex[:8]
+    report(f"[pages] authorizing {items} WorkItems in one Mission...")
+    prepared = prepare(run, items)
+    group_id, missions = prepared["groupId"], prepared["missions"]
+    client = Client()
+    client.force_login(get_user_model().objects.get(
+        username=lifecycle.OWNER.removeprefix("user:")))
+    mission_path = f"/g/{group_id}/missions/{{}}/"
+    item_path = f"/g/{group_id}/work-items/{{}}/"
+    report(f"[pages] rendering each page {renders} times...")
+    mission_page = measure(client, mission_path.format("large"), renders)
+    item_page = measure(client, item_path.format(f"large-{items - 1}"), renders)
+    small = missions["small"]
+    mission_page["queriesAtATenth"] = queries_of(client, mission_path.format("small"))[0]
+    item_page["queriesAtATenth"] = queries_of(client, item_path.format(f"small-{small - 1}"))[0]
+    raw = raw_select(group_id, "large", renders)
+    return {"scenario": "pages", "workItems": items, "tenth": small, "renders": renders,
+            "missionPage": mission_page, "workItemPage": item_page, "raw": raw,
+            "missionPageOverRaw": round(mission_page["p50Ms"] / raw["p50Ms"], 1),
+            "workItemPageOverRaw": round(item_page["p50Ms"] / raw["p50Ms"], 1)}
