@@ -14,6 +14,7 @@ from django.contrib.auth import get_user_model
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
+from django.urls import reverse
 
 from apps.work.models import WorkItem
 
@@ -96,16 +97,20 @@ def scenario(items: int, renders: int, report) -> dict:
     client = Client()
     client.force_login(get_user_model().objects.get(
         username=lifecycle.OWNER.removeprefix("user:")))
-    mission_path = f"/g/{group_id}/missions/{{}}/"
-    item_path = f"/g/{group_id}/work-items/{{}}/"
+    def mission_path(mission):
+        return reverse("dashboard:mission", args=[group_id, mission])
+
+    def item_path(mission):  # the Mission's last WorkItem
+        return reverse("dashboard:work_item", args=[group_id, f"{mission}-{missions[mission] - 1}"])
+
     report(f"[pages] rendering each page {renders} times...")
-    mission_page = measure(client, mission_path.format("large"), renders)
-    item_page = measure(client, item_path.format(f"large-{items - 1}"), renders)
-    small = missions["small"]
-    mission_page["queriesAtATenth"] = queries_of(client, mission_path.format("small"))[0]
-    item_page["queriesAtATenth"] = queries_of(client, item_path.format(f"small-{small - 1}"))[0]
+    mission_page = measure(client, mission_path("large"), renders)
+    item_page = measure(client, item_path("large"), renders)
+    mission_page["queriesAtATenth"] = queries_of(client, mission_path("small"))[0]
+    item_page["queriesAtATenth"] = queries_of(client, item_path("small"))[0]
     raw = raw_select(group_id, "large", renders)
-    return {"scenario": "pages", "workItems": items, "tenth": small, "renders": renders,
+    return {"scenario": "pages", "workItems": items, "tenth": missions["small"],
+            "renders": renders,
             "missionPage": mission_page, "workItemPage": item_page, "raw": raw,
             "missionPageOverRaw": round(mission_page["p50Ms"] / raw["p50Ms"], 1),
             "workItemPageOverRaw": round(item_page["p50Ms"] / raw["p50Ms"], 1)}
