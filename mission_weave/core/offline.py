@@ -14,7 +14,17 @@ from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 from .schemas import SIX_DIMENSIONS
-from .state import CANCELLED, FAILED, MISSION_ACTIVE, VERIFIED, Lease, Mission, WorkItem
+from .state import (
+    ACTIVE,
+    CANCELLED,
+    FAILED,
+    MISSION_ACTIVE,
+    QUEUED,
+    VERIFIED,
+    Lease,
+    Mission,
+    WorkItem,
+)
 
 URN = "urn:missionweaveprotocol:extension:bounded-offline-execution"
 # What may be buffered: reports of work already under way. Nothing that starts work,
@@ -81,7 +91,21 @@ def check(mission: Mission, item: WorkItem, command, now: datetime,
         raise ProtocolError("STALE_LEASE", f"a command buffered later under lease {lease.id} "
                             "was reconciled already: buffered commands go in bufferedAt order",
                             {"reconciledThrough": format_time(lease.reconciled_through)})
+    _check_table(item, lease)
     return lease
+
+
+def _check_table(item: WorkItem, lease: Lease) -> None:
+    """§10.2 holds for buffered work too: it lands only on the work it reports on, still
+    `active` under that lease, or `queued` because the Agent's own reconnection revoked
+    the lease (§11.3). An item submitted, blocked or checkpointed since is not taken back."""
+    if item.state == ACTIVE or (item.state == QUEUED and lease.revoked_by_reconnection):
+        return
+    raise ProtocolError(
+        "TRANSITION_NOT_PERMITTED",
+        f"WorkItem {item.id} is {item.state}: work buffered offline is reconciled only into "
+        f"an active WorkItem, or one that the Agent's reconnection returned to queued",
+        {"state": item.state, "leaseId": lease.id})
 
 
 def window(lease: Lease, grace_seconds: int, now: datetime) -> tuple[datetime, datetime]:

@@ -233,12 +233,13 @@ def expect_command(cast: Cast, actor: Actor | None, type_: str, target: str) -> 
         return refused("FORBIDDEN")
     if not roles & ROLES[type_]:
         return refused("FORBIDDEN")
-    if type_ == "context.publish" and actor.key is None:
-        return refused("FORBIDDEN")  # a Context Package is its generating Agent's
     if target == OTHER_GROUP_IDS:
         # mission.create names the other Group's owner and coordinator, members of no
-        # Group here: a VALIDATION_ERROR that says just that.
+        # Group here: a VALIDATION_ERROR that says just that. Anything else names an
+        # object this Group does not have, which is found (or not) before who may act on it.
         return refused("VALIDATION_ERROR" if type_ == "mission.create" else "NOT_FOUND")
+    if type_ == "context.publish" and actor.key is None:
+        return refused("FORBIDDEN")  # a Context Package is its generating Agent's
     if type_ in GROUP_WIDE or type_ == "context.publish":
         return OK
     if type_ == "evidence.record" and "reviewer" in roles:

@@ -16,7 +16,7 @@ of another.
 
 from mission_weave.protocol.errors import ProtocolError
 
-from ..state import Mission, View
+from ..state import Mission
 from .base import Command
 
 OWNER = frozenset({"mission.approve", "mission.refuse_approval", "approval.grant_execution",
@@ -31,12 +31,12 @@ ON_OWN_ACCOUNT = {"work.fail": "worker", "artifact.publish": "worker",
                   "evidence.record": "reviewer"}
 
 
-def check(view: View, command: Command) -> None:
-    """FORBIDDEN unless the sender may decide this for the Mission it concerns. A command
-    whose Mission or WorkItem is unknown passes here: its handler answers NOT_FOUND."""
+def check(command: Command) -> None:
+    """FORBIDDEN unless the sender may decide this for the Mission of the object the
+    command acts on (`command.target`, resolved by decide: never a field it may choose)."""
     if command.type not in OWNER | COORDINATOR | OWNER_OR_COORDINATOR | set(ON_OWN_ACCOUNT):
         return
-    mission = _mission_of(view, command)
+    mission = command.target.mission
     if mission is None or command.actor == "system":
         return
     own_role = ON_OWN_ACCOUNT.get(command.type)
@@ -86,11 +86,3 @@ def coordinators(mission: Mission) -> list:
     return [mission.coordinator_id, *(d for d in mission.delegates
                                       if d != mission.coordinator_id)]
 
-
-def _mission_of(view: View, command: Command) -> Mission | None:
-    body = command.body if isinstance(command.body, dict) else {}
-    if command.work_item_id is not None:
-        item = view.items.get(command.work_item_id)
-        return view.missions.get(item.mission_id) if item is not None else None
-    mission_id = body.get("missionId")
-    return view.missions.get(mission_id) if isinstance(mission_id, str) else None

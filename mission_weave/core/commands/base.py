@@ -19,6 +19,7 @@ from ..state import (
     View,
     WorkItem,
 )
+from .targets import Target
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Command:
     lease_id: str | None = None
     session_epoch: int | None = None
     offline: dict | None = None  # the bounded-offline-execution binding (§11.5), if buffered
+    # What it acts on (targets.Target), resolved once by `decide` in the locked view.
+    target: Target | None = None
 
     @property
     def agent_id(self) -> str | None:
@@ -92,7 +95,15 @@ def mission_of(view: View, mission_id: str) -> Mission:
 
 
 def active_mission(view: View, mission_id: str) -> Mission:
-    mission = mission_of(view, mission_id)
+    return _active(mission_of(view, mission_id))
+
+
+def target_mission(command: Command) -> Mission:
+    """The Mission the command acts on (targets.py), which must still be active."""
+    return _active(command.target.mission)
+
+
+def _active(mission: Mission) -> Mission:
     if mission.state != MISSION_ACTIVE:
         raise ProtocolError("TRANSITION_NOT_PERMITTED",
                             f"Mission {mission.id} is {mission.state}; its work is closed",
@@ -121,8 +132,8 @@ def held_item(view: View, command: Command, context: Context) -> WorkItem:
 
 def reconciled_item(view: View, command: Command, context: Context) -> WorkItem:
     """The WorkItem of a command buffered offline (§11.5), checked against the lease its
-    binding names instead of the current one; the §10.2 table is not asked, since a
-    reconnection returned the item to `queued` meanwhile."""
+    binding names instead of the current one, and against the §10.2 table as offline.py
+    reads it for buffered work (a reconnection may have returned the item to `queued`)."""
     item = _found_item(view, command)
     offline.check(view.missions[item.mission_id], item, command, context.now,
                   context.policy.offline_grace_seconds)
@@ -130,11 +141,8 @@ def reconciled_item(view: View, command: Command, context: Context) -> WorkItem:
 
 
 def _found_item(view: View, command: Command) -> WorkItem:
-    if not command.work_item_id:
-        raise ProtocolError("VALIDATION_ERROR", f"{command.type} needs workItemId")
-    item = view.items.get(command.work_item_id)
-    if item is None:
-        raise ProtocolError("NOT_FOUND", f"no WorkItem {command.work_item_id} in this Group")
+    """The WorkItem the command acts on, as `decide` resolved it (targets.py)."""
+    item = command.target.item
     if command.expected_revision is not None and command.expected_revision != item.revision:
         raise ProtocolError(
             "REVISION_CONFLICT",

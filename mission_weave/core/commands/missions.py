@@ -26,6 +26,7 @@ from .base import (
     new_id,
     release,
     target_item,
+    target_mission,
 )
 
 
@@ -88,7 +89,7 @@ def _child_approval_evidence(item: WorkItem, mission: Mission, command: Command,
 
 
 def mission_approve(view, command, context):
-    mission = active_mission(view, command.body["missionId"])
+    mission = target_mission(command)
     unfinished = [i for i in mission.work_items
                   if view.items[i].state not in (VERIFIED, CANCELLED)]
     if unfinished:
@@ -115,7 +116,7 @@ def mission_refuse_approval(view, command, context):
     """Not approved, yet: the reasons are recorded for the Coordinator and the Mission
     stays active for more work (to end it, mission.fail or mission.cancel)."""
     body = command.body
-    mission = active_mission(view, body["missionId"])
+    mission = target_mission(command)
     items = body.get("workItems", [])
     strangers = [entry["workItemId"] for entry in items
                  if entry["workItemId"] not in mission.work_items]
@@ -129,7 +130,7 @@ def mission_refuse_approval(view, command, context):
 
 def mission_end(event_type: str, item_event: str, child_failed: bool):
     def handle(view, command, context):
-        mission = active_mission(view, command.body["missionId"])
+        mission = target_mission(command)
         reason = command.body.get("reason") or f"Mission {mission.id} {event_type.split('.')[1]}"
         drafts = _end_work_of(view, mission, item_event, command, context, reason, {mission.id})
         drafts.append(Draft(event_type, {"by": command.actor, "reason": reason}, mission.id))
@@ -202,7 +203,7 @@ def _parent_of_failed_child(parent: WorkItem, mission: Mission, command, context
 
 def work_propose(view, command, context):
     body = command.body
-    mission = active_mission(view, body["missionId"])
+    mission = target_mission(command)
     proposal_id = new_id(view.proposals, command, body.get("proposalId"), "prp", "Work Proposal")
     contract = {**check_contract(body["contract"]), "revision": 1}
     return [Draft("work.proposed", {"proposalId": proposal_id, "contract": contract,
@@ -211,7 +212,7 @@ def work_propose(view, command, context):
 
 def work_authorize(view, command, context):
     body = command.body
-    mission = active_mission(view, body["missionId"])
+    mission = target_mission(command)
     item_id = new_id(view.items, command, body.get("workItemId"), "wi", "WorkItem")
     proposal_id = body.get("proposalId")
     lifecycle.permitted(lifecycle.PROPOSAL if proposal_id else lifecycle.NONE, command.type)
