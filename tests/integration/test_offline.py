@@ -489,3 +489,61 @@ def test_a_crash_after_both_events_are_written_commits_neither(s, clock, monkeyp
     assert s.world.head == head
     assert s.item(o.item_id)["usage"] == {}
     assert verify_group(s.world.group.id) == []
+
+
+# --- the §10.2 table holds for buffered work ------------------------------------------------
+
+def submitted(o: "Offline") -> None:
+    """The worker, online all along, submits its item under the lease the buffer names."""
+    s = o.s
+    artifact = s.deliver(o.item_id, o.worker)
+    o.worker.ok("work.submit", {"contractRevision": 1, "artifacts": [artifact],
+                                "evidence": [evidence(["c1"], producer=o.worker.principal)]},
+                workItemId=o.item_id, leaseId=o.started["leaseId"],
+                ownershipEpoch=o.started["ownershipEpoch"])
+
+
+def blocked(o: "Offline") -> None:
+    o.worker.ok("work.block", {"checkpoint": {"progress": PROGRESS},
+                               "requiredResolution": "the figures"},
+                workItemId=o.item_id, leaseId=o.started["leaseId"],
+                ownershipEpoch=o.started["ownershipEpoch"])
+
+
+def checkpointed(o: "Offline") -> None:
+    o.worker.ok("work.checkpoint", {"progress": PROGRESS}, workItemId=o.item_id,
+                leaseId=o.started["leaseId"], ownershipEpoch=o.started["ownershipEpoch"])
+
+
+@pytest.mark.parametrize("moved_on, state_name", [
+    (submitted, "submitted"), (blocked, "blocked"), (checkpointed, "queued")])
+@pytest.mark.parametrize("command_type, body", [
+    ("work.checkpoint", {"progress": PROGRESS}), ("work.progress", PROGRESS),
+    ("work.block", {"checkpoint": {"progress": PROGRESS}, "requiredResolution": "x"}),
+    ("conversation.post", {"kind": "message", "text": "from the buffer"})])
+def test_a_buffered_command_never_takes_back_an_item_that_moved_on(
+        s, clock, moved_on, state_name, command_type, body):
+    """The binding's bufferedAt is the worker's own claim: dated before its own submission,
+    block or checkpoint, a buffered checkpoint would move a submitted item out of review or
+    a blocked one back to queued. Only an active item, or one the worker's reconnection
+    returned to queued, takes buffered work; the usage it carries is not charged."""
+    o = went_offline(s, clock, reconnect=False)
+    moved_on(o)
+    usage_before = s.item(o.item_id).get("usage")
+
+    error = assert_refused(s, lambda: o.send(command_type, body), 409,
+                           "TRANSITION_NOT_PERMITTED")
+
+    assert error["details"]["state"] == state_name
+    item = s.item(o.item_id)
+    assert item["state"] == state_name and item.get("usage") == usage_before
+
+
+def test_an_item_the_reconnection_returned_to_queued_takes_buffered_work(s, clock):
+    o = went_offline(s, clock)  # the new session revoked the lease: the item is queued
+    assert s.item(o.item_id)["state"] == "queued"
+
+    events = o.worker.ok("work.progress", PROGRESS, workItemId=o.item_id,
+                         extensions={URN: o.binding()})
+
+    assert events[-1]["type"] == "work.progress_reported"
