@@ -2,7 +2,8 @@
 
     <!-- lifecycle:begin ... -->     the §10.2 table            core/lifecycle.py TABLE
     <!-- within-state:begin ... -->  commands that keep a state  core/lifecycle.py WITHIN_STATE
-    <!-- roles:begin ... -->         who may send each command   core/commands ROLES
+    <!-- roles:begin ... -->         who may send each command,  core/commands COMMANDS
+                                     and what it acts on
 
 (core/ is mission_weave/core/.)
 
@@ -20,6 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from mission_weave.core import commands, lifecycle  # noqa: E402
+from mission_weave.core.commands import targets  # noqa: E402
 
 TARGET = ROOT / "docs" / "protocol.md"
 
@@ -36,14 +38,15 @@ def within_state_table() -> str:
 
 
 def roles_table() -> str:
-    """Every command type the server knows, with the Group roles that may send it."""
-    lines = ["| Command | Roles that may send it | Only from |", "| --- | --- | --- |"]
-    for command_type in commands.COMMAND_TYPES:
-        roles = commands.ROLES[command_type]
-        who = "any member" if roles == commands.ANY_ROLE else \
-            ", ".join(f"`{r}`" for r in sorted(roles))
+    """Every command type the server knows, with the Group roles that may send it and the
+    object it acts on, whose Mission's rules apply."""
+    lines = ["| Command | Roles that may send it | Only from | Acts on |",
+             "| --- | --- | --- | --- |"]
+    for command_type, spec in commands.COMMANDS.items():
+        who = "any member" if spec.roles == commands.ANY_ROLE else \
+            ", ".join(f"`{r}`" for r in sorted(spec.roles))
         only = "a human (`user:<name>`)" if command_type in commands.HUMAN_ONLY else ""
-        lines.append(f"| `{command_type}` | {who} | {only} |")
+        lines.append(f"| `{command_type}` | {who} | {only} | {targets.NAMED_BY[spec.target]} |")
     return "\n".join(lines)
 
 

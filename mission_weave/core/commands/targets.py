@@ -28,6 +28,16 @@ from ..state import Mission, View, WorkItem
 GROUP, MISSION, NEW_ITEM, ITEM = "group", "mission", "new_item", "item"
 MANIFEST, PACKAGE, ARTIFACT = "manifest", "package", "artifact"
 KINDS = frozenset({GROUP, MISSION, NEW_ITEM, ITEM, MANIFEST, PACKAGE, ARTIFACT})
+# Where each kind's object is named, for docs/protocol.md (scripts/render_docs.py).
+NAMED_BY = {
+    GROUP: "the Group (no `workItemId`)",
+    MISSION: "the Mission `body.missionId`",
+    NEW_ITEM: "a new WorkItem of the Mission `body.missionId`",
+    ITEM: "the WorkItem `workItemId`",
+    MANIFEST: "the manifest's `body.missionId` / `body.workItemId`",
+    PACKAGE: "the package's `body.scope.missionId` / `.workItemId`",
+    ARTIFACT: "the artifact `body.hash` (no `workItemId`)",
+}
 
 
 @dataclass(frozen=True)
@@ -118,7 +128,7 @@ def _artifact(view, command, body) -> Target:
 
 _RESOLVERS = {GROUP: _group, MISSION: _mission, NEW_ITEM: _new_item, ITEM: _item,
               MANIFEST: _manifest, PACKAGE: _package, ARTIFACT: _artifact}
-assert set(_RESOLVERS) == KINDS
+assert set(_RESOLVERS) == set(NAMED_BY) == KINDS
 
 
 def _known_mission(view: View, mission_id: str, path: str) -> Mission:
