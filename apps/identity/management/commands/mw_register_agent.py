@@ -6,40 +6,22 @@ from django.core.management.base import CommandError
 from apps.identity import keyfiles, registry
 from apps.ledger.operator import OperatorCommand
 
-# One base64url key in 64 begins with "-", which argparse takes for an option when it is
-# given as a separate word: `--public-key -abc...` fails with "expected one argument".
-# Written `--public-key=-abc...` it is read as the value.
-KEY_HINT = ("write the key as --public-key=KEY, with '=', so that a key beginning with '-' "
-            "is not taken for an option; or give --public-key-file FILE")
-
 
 class Command(OperatorCommand):
     help = ("Register an Agent's Ed25519 public key (raw 32 bytes, base64url) and Agent Card. "
-            "Give the key as --public-key=KEY (with '=': a base64url key may begin with '-', "
-            "which a separate word cannot) or as --public-key-file FILE, a file holding the "
+            "Give the key as --public-key KEY or --public-key=KEY (a key that begins with '-' "
+            "is taken as the key either way) or as --public-key-file FILE, a file holding the "
             "key or a JSON key file with a privateKey or publicKey member (the SDK's "
             ".mw/agents/<agent>.json). Rotating a key: --add-key gives a registered agent "
             "another key (the next <agent>#<n>); --revoke-key KEYID revokes one, which ends "
             "the sessions it opened and makes everything signed with it refused from then on. "
             "Prints {agentId, keyId, card, keys}.")
 
-    def create_parser(self, prog_name, subcommand, **kwargs):
-        parser = super().create_parser(prog_name, subcommand, **kwargs)
-        error = parser.error
-
-        def explained(message):
-            if "--public-key" in message and "expected one argument" in message:
-                message = f"{message}: {KEY_HINT}"
-            error(message)
-
-        parser.error = explained
-        return parser
-
     def add_arguments(self, parser):
         parser.add_argument("agent_id")
         parser.add_argument("--public-key", metavar="KEY",
-                            help="the public key, raw 32 bytes in base64url; write "
-                                 "--public-key=KEY, with '=', since a key may begin with '-'")
+                            help="the public key, raw 32 bytes in base64url (--public-key "
+                                 "KEY or --public-key=KEY; it may begin with '-')")
         parser.add_argument("--public-key-file", metavar="FILE",
                             help="a file holding the base64url public key, or a JSON key file "
                                  "{agentId, keyId, privateKey} as the SDK reads (the public "
@@ -71,7 +53,7 @@ class Command(OperatorCommand):
         if (public_key is None) == (public_key_file is None):
             given = "both" if public_key is not None else "neither"
             raise CommandError(f"give exactly one of --public-key=KEY and --public-key-file "
-                               f"FILE ({given} given); {KEY_HINT}")
+                               f"FILE ({given} given)")
         if public_key_file is not None:
             public_key = keyfiles.public_key_from_file(public_key_file)
         card_document = _read_card(card) if card is not None else None
