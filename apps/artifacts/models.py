@@ -39,6 +39,9 @@ class BlobUpload(models.Model):
         constraints = [models.UniqueConstraint(fields=["blob", "principal"],
                                                name="blob_upload_unique")]
 
+    def __str__(self):
+        return f"{self.blob_id} from {self.principal}"
+
 
 # --- projections of the log (§13.1, §13.3): written only by the append pipeline
 # (apps/artifacts/store.py), rebuilt from the log and compared by mw_verify.
@@ -63,6 +66,9 @@ class Artifact(models.Model):
         indexes = [models.Index(fields=["group", "work_item_id"]),
                    models.Index(fields=["hash"])]
 
+    def __str__(self):
+        return f"{self.hash} in {self.group_id}"
+
 
 class ArtifactEdge(models.Model):
     """One edge of a Group's provenance graph: `derived` lists `source` among its
@@ -77,6 +83,9 @@ class ArtifactEdge(models.Model):
         constraints = [models.UniqueConstraint(fields=["group", "derived", "source"],
                                                name="artifact_edge_unique")]
         indexes = [models.Index(fields=["group", "source"])]
+
+    def __str__(self):
+        return f"{self.derived} from {self.source}"
 
 
 class ContextPackage(models.Model):
@@ -94,3 +103,6 @@ class ContextPackage(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "package_id", "version"],
                                                name="context_package_unique")]
+
+    def __str__(self):
+        return f"{self.package_id} v{self.version}"

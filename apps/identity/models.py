@@ -44,6 +44,9 @@ class AgentSession(models.Model):
         constraints = [models.UniqueConstraint(fields=["agent", "epoch"],
                                                name="session_epoch_unique")]
 
+    def __str__(self):
+        return f"{self.agent_id} session {self.epoch}"
+
 
 class SessionNonce(models.Model):
     """A nonce may open a session once (PROTOCOL §1)."""
@@ -54,6 +57,9 @@ class SessionNonce(models.Model):
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["agent", "nonce"], name="nonce_once")]
+
+    def __str__(self):
+        return f"{self.agent_id} nonce {self.nonce}"
 
 
 class Membership(models.Model):
@@ -72,6 +78,9 @@ class Membership(models.Model):
         constraints = [models.UniqueConstraint(fields=["group", "principal"],
                                                name="membership_unique")]
 
+    def __str__(self):
+        return f"{self.principal} in {self.group_id}"
+
 
 class Presence(models.Model):
     """An Agent's last capacity report (POST /api/v1/presence, §11.1). Not part of any
@@ -85,3 +94,6 @@ class Presence(models.Model):
     available_slots = models.PositiveIntegerField()
     status = models.CharField(max_length=20)
     reported_at = models.DateTimeField()
+
+    def __str__(self):
+        return f"{self.agent_id}: {self.status}, {self.available_slots} slots"

@@ -74,6 +74,9 @@ class LoggedEvent(models.Model):
     def delete(self, *args, **kwargs):
         raise TypeError("the event log is append-only: events are never deleted")
 
+    def __str__(self):
+        return f"{self.group_id} #{self.sequence} {self.type}"
+
 
 class Event(LoggedEvent):
     """One entry of a Group's log: gapless sequence from 1, hash-chained (PROTOCOL §3)."""
@@ -121,6 +124,9 @@ class Snapshot(models.Model):
         constraints = [models.UniqueConstraint(fields=["group", "sequence"],
                                                name="snapshot_sequence_unique")]
 
+    def __str__(self):
+        return f"{self.id} ({self.group_id} at #{self.sequence})"
+
 
 class CommandRecord(models.Model):
     """The answer given to a command id, accepted or rejected, so a retry gets it again."""
@@ -147,3 +153,6 @@ class CommandRecord(models.Model):
         indexes = [models.Index(fields=["group", "work_item_id", "created_at"],
                                 name="command_refused_by_item",
                                 condition=models.Q(accepted=False))]
+
+    def __str__(self):
+        return f"{self.command_id} ({self.type}, {'accepted' if self.accepted else 'refused'})"

@@ -25,6 +25,9 @@ class Mission(models.Model):
         constraints = [models.UniqueConstraint(fields=["group", "mission_id"],
                                                name="mission_unique")]
 
+    def __str__(self):
+        return f"{shorten(self.title)} ({self.mission_id})"
+
 
 class WorkItemQuerySet(models.QuerySet):
     def in_priority_order(self):
@@ -91,6 +94,9 @@ class WorkItem(models.Model):
             models.Index(fields=["retry_at"], name="workitem_retry_due",
                          condition=Q(state="failed", retry_at__isnull=False))]
 
+    def __str__(self):
+        return f"{self.work_item_id}: {shorten(_goal(self.doc))}"
+
 
 class Proposal(models.Model):
     group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT)
@@ -102,3 +108,17 @@ class Proposal(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "proposal_id"],
                                                name="proposal_unique")]
+
+    def __str__(self):
+        return f"{self.proposal_id}: {shorten(_goal(self.doc))}"
+
+
+def shorten(text: str, limit: int = 60) -> str:
+    """A title or goal as a name in the admin's lists, headings and links: one line."""
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _goal(doc) -> str:
+    contract = doc.get("contract") if isinstance(doc, dict) else None
+    return contract.get("goal", "") if isinstance(contract, dict) else ""

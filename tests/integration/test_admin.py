@@ -11,6 +11,7 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
+from django.utils.html import escape
 
 from apps.artifacts.models import Artifact, ArtifactEdge, Blob, BlobUpload, ContextPackage
 from apps.delivery import cursors
@@ -244,3 +245,24 @@ def test_the_demo_operator_may_open_the_admin(db, settings, tmp_path):
     assert client.login(username="admin", password="admin")
     assert client.get("/admin/").status_code == 200
 
+
+
+def test_every_row_is_named_by_what_it_is_never_model_object_n(busy, operator):
+    for model in admin.site._registry:
+        pages = [operator.get(url(model, "changelist")).content.decode()]
+        if model._meta.app_label in OURS:
+            obj, _ = row(model)
+            pages.append(operator.get(url(model, "change", obj.pk)).content.decode())
+        for page in pages:
+            assert " object (" not in page, (model, page[page.find(" object (") - 200:][:300])
+
+    mission = Mission.objects.get(mission_id=busy.mission_id)
+    item = WorkItem.objects.filter(mission_id=busy.mission_id).first()
+    member = Membership.objects.get(group=busy.world.group, principal=busy.w1.principal)
+    assert str(mission) == f"Q3 review ({busy.mission_id})"
+    assert str(item) == f"{item.work_item_id}: {contract()['goal']}"
+    assert str(busy.world.group) == busy.world.group.slug
+    assert str(member) == f"{busy.w1.principal} in {busy.world.group.id}"
+    for obj in (mission, item, member):
+        page = operator.get(url(type(obj), "change", obj.pk)).content.decode()
+        assert f"<h2>{escape(str(obj))}</h2>" in page, obj
