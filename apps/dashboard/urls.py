@@ -15,7 +15,7 @@ urlpatterns = [
     path("", views.groups, name="groups"),
     path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html",
                                                 next_page="dashboard:groups"), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(next_page="dashboard:login"), name="logout"),
+    path("logout/", views.logout, name="logout"),
     path(f"{G}/", views.group, name="group"),
     path(f"{G}/log/", log_views.group_log, name="group_log"),
     path(f"{G}/missions/new", views.new_mission, name="new_mission"),

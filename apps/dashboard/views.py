@@ -6,11 +6,11 @@ from datetime import timedelta
 from functools import wraps
 
 from django.contrib import messages
+from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
-from django.http import HttpResponseServerError
+from django.http import HttpResponseNotAllowed, HttpResponseServerError
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.views.decorators.http import require_POST
 
 from apps.api import errors as api_errors
 from mission_weave.protocol.timefmt import format_time
@@ -132,6 +132,29 @@ def artifact(request, viewer, name):
 
 # --- actions: each one command through the pipeline; a refusal is shown, nothing changes
 
+def post_action(page: str):
+    """An action URL acts on POST only. A GET (the browser's refresh of the page a refused
+    POST rendered at this URL, a link or a bookmark) is sent to `page`, the page the action
+    belongs to, named by the same URL arguments: never the browser's "HTTP ERROR 405".
+    The page itself says who may see it."""
+    def decorate(view):
+        @wraps(view)
+        def act(request, *args, **kwargs):
+            if request.method in ("GET", "HEAD"):
+                return redirect(page, *args, **kwargs)
+            if request.method != "POST":
+                return HttpResponseNotAllowed(["POST"])
+            return view(request, *args, **kwargs)
+        return act
+    return decorate
+
+
+on_item = post_action("dashboard:work_item")
+on_mission = post_action("dashboard:mission")
+logout = post_action("dashboard:groups")(
+    auth_views.LogoutView.as_view(next_page="dashboard:login"))
+
+
 def _answer(request, outcome, again, *to):
     """After an acceptance, back to the page with what it appended (POST-redirect-GET);
     after a refusal, the page again with the PROTOCOL error, at the error's HTTP status."""
@@ -165,7 +188,7 @@ def _text(request, name: str) -> str:
 def item_form_action(form_name: str, form_class, command: str, **form_kwargs):
     """A WorkItem page action: a small form whose body is one command on the item. An
     invalid form or a refusal shows the page again with what was typed."""
-    @require_POST
+    @on_item
     @member_page
     def act(request, viewer, item_id):
         item = pages.work_item(viewer, item_id)
@@ -192,7 +215,7 @@ refuse_execution = item_form_action("refuse", forms.RefuseExecutionForm,
                                     "approval.refuse_execution")
 
 
-@require_POST
+@on_item
 @member_page
 def accept_result(request, viewer, item_id):
     item = pages.work_item(viewer, item_id)
@@ -200,7 +223,7 @@ def accept_result(request, viewer, item_id):
     return _answer_on_item(request, viewer, item_id, outcome)
 
 
-@require_POST
+@on_item
 @member_page
 def fail(request, viewer, item_id):
     item = pages.work_item(viewer, item_id)
@@ -210,7 +233,7 @@ def fail(request, viewer, item_id):
     return _answer_on_item(request, viewer, item_id, outcome)
 
 
-@require_POST
+@on_mission
 @member_page
 def approve_mission(request, viewer, mission_id):
     pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
@@ -224,7 +247,7 @@ def mission_form_action(form_name: str, form_class, **form_kwargs):
     """A Mission page action: a form whose `command()` and `body(mission_id)` are one
     command on the Mission. An invalid form or a refusal shows the page again as typed.
     `form_kwargs`: name -> f(viewer, mission_id), the form's other arguments."""
-    @require_POST
+    @on_mission
     @member_page
     def act(request, viewer, mission_id):
         pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
@@ -247,7 +270,7 @@ refuse_approval = mission_form_action("refuse", forms.RefuseApprovalForm, items=
 end_mission = mission_form_action("end", forms.EndMissionForm)
 
 
-@require_POST
+@on_mission
 @member_page
 def change_edge(request, viewer, mission_id):
     """Add or remove the edge `dependant` depends on `dependency` (a contract revision of

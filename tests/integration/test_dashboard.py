@@ -346,11 +346,15 @@ def test_posts_need_a_csrf_token(scenario):
     assert s.world.head == head
 
 
-def test_actions_answer_only_post(scenario):
+def test_actions_act_only_on_post_and_a_get_goes_to_the_page(scenario):
     s = scenario
     item_id = submitted(s)
+    head = s.world.head
 
-    assert s.owner.client.get(item_url(s, item_id, "accept")).status_code == 405
+    response = s.owner.client.get(item_url(s, item_id, "accept"))
+
+    assert response.status_code == 302 and response["Location"] == item_url(s, item_id)
+    assert s.world.head == head
 
 
 def test_an_owner_grants_execution_approval(scenario):
