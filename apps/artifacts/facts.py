@@ -1,12 +1,12 @@
 """The facts outside a Group's log that commands are decided against, looked up by the
 shell under the Group lock and handed to the pure `decide` in `Context.facts`: for the
-§13 commands the signer's public key, the blob, the target Group of a forwarding, the
-Missions of a Context Package's cited events; for
+§13 commands the signer's public key, the producer's Agent Card versions, the blob, the
+target Group of a forwarding, the Missions of a Context Package's cited events; for
 mission.create the roles of the principals it names; for a command buffered offline
 (§11.5) the ids of its historical and reconciliation sessions. Other commands get none
 and cost no query."""
 
-from apps.identity.models import AgentKey, AgentSession, Membership
+from apps.identity.models import Agent, AgentKey, AgentSession, Membership
 from apps.ledger import db
 from apps.ledger.history import ARCHIVE, EVENTS
 from mission_weave.core.commands import Command
@@ -93,23 +93,28 @@ def _key(agent_id: str, document: dict) -> str | None:
         .values_list("public_key", flat=True).first()
 
 
-# The producer's active key and the blob if the publisher or the producer uploaded it
-# (a manifest must not open someone else's bytes to this Group's members): one statement,
-# since artifact.publish is on every lifecycle's path.
+# The producer's active key, its Agent Card's versions (the current one and those it had
+# before), and the blob if the publisher or the producer uploaded it (a manifest must not
+# open someone else's bytes to this Group's members): one statement, since
+# artifact.publish is on every lifecycle's path.
 _MANIFEST = (f"SELECT (SELECT public_key FROM {AgentKey._meta.db_table} WHERE key_id = %s "
-             f"AND agent_id = %s AND active), b.size, b.corrupted_at IS NOT NULL "
+             f"AND agent_id = %s AND active), b.size, b.corrupted_at IS NOT NULL, "
+             f"a.card, a.card_versions "
              f"FROM (SELECT 1) one LEFT JOIN {Blob._meta.db_table} b ON b.hash = %s "
              f"AND EXISTS (SELECT 1 FROM {BlobUpload._meta.db_table} u "
-             f"WHERE u.blob_id = b.hash AND u.principal = ANY(%s))")
+             f"WHERE u.blob_id = b.hash AND u.principal = ANY(%s)) "
+             f"LEFT JOIN {Agent._meta.db_table} a ON a.id = %s")
 
 
 def _manifest_facts(actor: str, manifest: dict) -> dict:
     producer, name = _text(manifest.get("producer")), _text(manifest.get("hash"))
     signature = manifest.get("signature")
     key_id = _text(signature.get("keyId")) if isinstance(signature, dict) else ""
-    [(key, size, corrupted)] = db.fetch(_MANIFEST, [key_id, producer, name,
-                                                    sorted({actor, f"agent:{producer}"})])
-    return {"producerKey": key,
+    [(key, size, corrupted, card, earlier)] = db.fetch(
+        _MANIFEST, [key_id, producer, name, sorted({actor, f"agent:{producer}"}), producer])
+    current, earlier = (db.from_json(card) or {}).get("version"), db.from_json(earlier) or []
+    versions = [v for v in earlier if v != current] + ([current] if current else [])
+    return {"producerKey": key, "producerCardVersions": versions,
             "blob": None if size is None else {"size": size, "corrupted": corrupted}}
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from apps.ledger import pipeline
+from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
@@ -65,8 +66,7 @@ def accept_result(viewer: Viewer, item, note: str, now: datetime) -> Outcome:
     """work.accept_result with Evidence covering every criterion: the Coordinator's
     reasons are recorded beside the review's evaluation (an override of failed criteria
     is possible only this way, PROTOCOL §13.2 as mission_weave/core/commands/review.py has it)."""
-    evaluation = (item.review or {}).get("evaluation") or {}
-    if (evaluation.get("failing") or evaluation.get("integrity") == "fail") and not note:
+    if review_rules.override(item)["failing"] and not note:
         # Overriding the review is the Coordinator's right, but only with reasons on record.
         return Outcome(400, [], ProtocolError(
             "VALIDATION_ERROR", "the review failed this submission; say why you accept it "

@@ -14,6 +14,7 @@ from apps.ledger.pipeline import policy
 from apps.work import models as work_models
 from apps.work import store
 from mission_weave.core import dag, lifecycle, ranking, retries, state
+from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 
 from . import access, budgets, contract_diff, conversation, graph, timeline
@@ -196,14 +197,14 @@ def decision(trail: dict) -> dict | None:
     return decided[-1] if decided else None
 
 
-def overridden_by_acceptance(item: state.WorkItem, evaluation: dict | None) -> list:
-    """The criteria an acceptance would override (every one when artifact integrity
-    failed), as mission_weave/core/commands/review.py acceptance() counts them."""
-    if not evaluation:
-        return []
-    if evaluation["integrity"] == "fail":
-        return list(item.criteria_ids)
-    return list(evaluation["failing"])
+def acceptance_override(item: state.WorkItem) -> dict | None:
+    """For the Coordinator deciding on a submission: what accepting it now would
+    override, from the review evaluated again with every Evidence recorded so far, as
+    work.accept_result counts it (mission_weave/core/commands/review.py override()):
+    {verdict, integrity, open, overridden, failing}; None unless it is submitted."""
+    if item.state != state.SUBMITTED or item.submission is None:
+        return None
+    return review_rules.override(item)
 
 
 def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -> dict:
@@ -232,7 +233,7 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
         "children": child_missions_of_item(viewer, item),
         "can_raise": bool(viewer.roles - {"observer"}), "can_resolve": viewer.coordinates(mission),
         "can_decide": viewer.coordinates(mission) and submitted,
-        "failing": overridden_by_acceptance(item, evaluation),
+        "override": acceptance_override(item),
         "execution_card": execution_card(viewer, mission, item),
         **budgets.item_budgets(viewer.group_id, item),
     }

@@ -7,6 +7,9 @@ from django.db import models
 class Agent(models.Model):
     id = models.CharField(primary_key=True, max_length=100)
     card = models.JSONField(default=dict)  # {version, capabilities:[{id, version}], maxConcurrency}
+    # Every version its Agent Card has had, oldest first, the current one last: a manifest
+    # names one of them as its agentCardVersion (§13.1; registry.register_agent keeps it).
+    card_versions = models.JSONField(default=list)
     session_epoch = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
 

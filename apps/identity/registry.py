@@ -73,11 +73,13 @@ def register_agent(agent_id: str, public_key: str, card: dict | None = None) -> 
     if card is not None:
         check_card(card)
     with transaction.atomic():
+        first = card or DEFAULT_CARD
         agent, created = Agent.objects.select_for_update().get_or_create(
-            id=agent_id, defaults={"card": card or DEFAULT_CARD})
+            id=agent_id, defaults={"card": first, "card_versions": [first["version"]]})
         if card is not None and not created and agent.card != card:
             agent.card = card
-            agent.save(update_fields=["card"])
+            agent.card_versions = card_versions(agent.card_versions, card["version"])
+            agent.save(update_fields=["card", "card_versions"])
         existing = agent.keys.filter(public_key=public_key).first()
         if existing is not None and not existing.active:
             raise ProtocolError("VALIDATION_ERROR", f"this public key is {existing.key_id}, "
@@ -87,6 +89,12 @@ def register_agent(agent_id: str, public_key: str, card: dict | None = None) -> 
         number = agent.keys.count() + 1  # keys are never deleted, so numbers never repeat
         return AgentKey.objects.create(key_id=f"{agent_id}#{number}", agent=agent,
                                        public_key=public_key)
+
+
+def card_versions(recorded: list, version: str) -> list:
+    """The versions an Agent Card has had, with `version` (the current one) last; earlier
+    versions stay recorded, since manifests produced under them still name them."""
+    return [v for v in recorded if v != version] + [version]
 
 
 def add_key(agent_id: str, public_key: str, card: dict | None = None) -> AgentKey:

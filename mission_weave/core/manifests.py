@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from mission_weave.protocol.canonical import public_key_from_b64url, verify
 from mission_weave.protocol.errors import ProtocolError
 
+from . import records
+
 
 def check_signature(document: dict, public_key: str | None, signer: str, what: str) -> None:
     """`document.signature` must verify with an active key of agent `signer`
@@ -50,20 +52,84 @@ def require_artifacts(artifacts: dict, hashes, path: str) -> None:
                                 {"path": f"{path}[{index}]", "hash": name})
 
 
-def require_evidence_artifacts(artifacts: dict, evidence: list, path: str = "body.evidence"):
-    """§13.2: Evidence references artifacts, and only published ones of this Group."""
-    for index, record in enumerate(evidence):
-        require_artifacts(artifacts, record.get("artifacts", ()), f"{path}[{index}].artifacts")
+# --- which artifacts the work of one Mission may cite (§13.3) --------------------------------
+# "Group content MUST NOT enter another Mission's context by default. Reusable knowledge
+# must be explicitly published as an Organization-approved, classified,
+# provenance-bearing Artifact." Evidence (work.submit, work.accept_result, work.fail,
+# evidence.record), a manifest's `sources` and a Context Package cite the artifacts of
+# their own Mission, and besides them only reusable ones.
+
+REUSABLE = "public"  # the manifest classification of an artifact published for reuse
 
 
-def require_cited_evidence(artifacts: dict, body) -> None:
-    """The Evidence a command carries (`body.evidence`: a list, or one record) cites
-    only artifacts of this Group."""
+def reusable(record: dict, group_id: str) -> bool:
+    """An artifact any Mission of the Group may cite: received by a forwarding that named
+    the source Group's recorded approval; or published here as reusable: classified
+    `public`, bearing provenance (its manifest names its sources) and approved for this
+    Group by a MissionOwner (`artifact.approve_forwarding` with this Group as target)."""
+    if record["origin"] == records.RECEIVED:
+        approval = (record.get("receivedFrom") or {}).get("approval") or {}
+        return "id" in approval  # a forwarding before approvals were recorded names none
+    manifest = record["manifest"]
+    return (manifest["classification"] == REUSABLE and bool(manifest["sources"])
+            and records.approval_for(record, group_id) is not None)
+
+
+def outside_mission(record: dict, mission_id: str, group_id: str | None = None) -> str | None:
+    """Why the work of Mission `mission_id` may not cite this artifact, or None when it
+    may: it was published here for that Mission, or it is reusable. `group_id` is this
+    Group's id (by default the one the artifact's own manifest names, which
+    artifact.publish holds to this Group)."""
+    manifest = record["manifest"]
+    if record["origin"] == records.PUBLISHED and manifest["missionId"] == mission_id:
+        return None
+    if reusable(record, group_id or manifest.get("groupId")):
+        return None
+    if record["origin"] == records.RECEIVED:
+        whose = (f"was received from Group {record['receivedFrom']['groupId']} by a "
+                 "forwarding that names no recorded approval")
+    else:
+        whose = f"belongs to Mission {manifest['missionId']}"
+    return (f"artifact {record['hash']} {whose}, not to Mission {mission_id}; the work of a "
+            "Mission cites its own Mission's artifacts, and besides them only reusable ones "
+            f"(classified {REUSABLE}, naming their sources and approved for this Group by a "
+            "MissionOwner with artifact.approve_forwarding, or forwarded from another Group "
+            "with a recorded approval)")
+
+
+def require_in_mission(artifacts: dict, hashes, path: str, mission_id: str,
+                       group_id: str | None = None) -> None:
+    """Every hash is an artifact of this Group (NOT_FOUND otherwise, as
+    require_artifacts) that Mission `mission_id` may cite (VALIDATION_ERROR otherwise,
+    `details.path` naming the entry)."""
+    require_artifacts(artifacts, hashes, path)
+    for index, name in enumerate(hashes):
+        why = outside_mission(artifacts[name], mission_id, group_id)
+        if why is not None:
+            raise ProtocolError("VALIDATION_ERROR", f"{path}[{index}]: {why}",
+                                {"path": f"{path}[{index}]", "hash": name})
+
+
+def require_cited_evidence(view, command) -> None:
+    """§13.2, §13.3: the Evidence a command carries (`body.evidence`: a list, or one
+    record) cites only artifacts of this Group (NOT_FOUND otherwise) that the Mission of
+    the WorkItem it acts on may cite (VALIDATION_ERROR otherwise)."""
+    body = command.body
     evidence = body.get("evidence") if isinstance(body, dict) else None
     if isinstance(evidence, dict):
-        require_artifacts(artifacts, evidence.get("artifacts", ()), "body.evidence.artifacts")
+        cited = [(evidence.get("artifacts", ()), "body.evidence.artifacts")]
     elif isinstance(evidence, list):
-        require_evidence_artifacts(artifacts, evidence)
+        cited = [(record.get("artifacts", ()), f"body.evidence[{index}].artifacts")
+                 for index, record in enumerate(evidence)]
+    else:
+        return
+    for hashes, path in cited:
+        require_artifacts(view.artifacts, hashes, path)
+    item = view.items.get(command.work_item_id) if command.work_item_id else None
+    if item is None:
+        return
+    for hashes, path in cited:
+        require_in_mission(view.artifacts, hashes, path, item.mission_id)
 
 
 @dataclass(frozen=True)

@@ -8,13 +8,13 @@ published meanwhile) is REVISION_CONFLICT, like any optimistic concurrency check
 
 from mission_weave.protocol.errors import ProtocolError
 
-from . import records
+from . import manifests
 
-# §13.3 "Group content MUST NOT enter another Mission's context by default. Reusable
-# knowledge must be explicitly published as an Organization-approved, classified,
-# provenance-bearing Artifact." Within a Group, a package scoped to Mission M cites only
-# M's artifacts and events, and besides them only reusable artifacts (`reusable`).
-REUSABLE = "public"  # the manifest classification of an artifact published for reuse
+# §13.3 "Group content MUST NOT enter another Mission's context by default": a package
+# scoped to Mission M cites only M's events and artifacts, and besides them only reusable
+# artifacts, by the rule Evidence and manifest sources follow (manifests.outside_mission).
+REUSABLE = manifests.REUSABLE  # the manifest classification of an artifact published for reuse
+reusable = manifests.reusable
 
 
 def latest(packages: dict, package_id: str) -> dict | None:
@@ -72,34 +72,9 @@ def check_source_missions(package: dict, source_missions) -> None:
                                            "missionId": other})
 
 
-def reusable(record: dict, group_id: str) -> bool:
-    """An artifact any Mission of the Group may cite: received by a forwarding that named
-    the source Group's recorded approval; or published here as reusable: classified
-    `public`, bearing provenance (its manifest names its sources) and approved for this
-    Group by a MissionOwner (`artifact.approve_forwarding` with this Group as target)."""
-    if record["origin"] == records.RECEIVED:
-        approval = (record.get("receivedFrom") or {}).get("approval") or {}
-        return "id" in approval  # a forwarding before approvals were recorded names none
-    manifest = record["manifest"]
-    return (manifest["classification"] == REUSABLE and bool(manifest["sources"])
-            and records.approval_for(record, group_id) is not None)
-
-
 def check_cited_artifacts(package: dict, artifacts: dict, group_id: str) -> None:
-    """The package cites its own Mission's artifacts (published here with that
-    `missionId`) and reusable ones, nothing else of the Group."""
-    mission_id = package["scope"]["missionId"]
-    for index, name in enumerate(package["artifacts"]):
-        record = artifacts[name]
-        if record["origin"] == records.PUBLISHED and \
-                record["manifest"]["missionId"] == mission_id:
-            continue
-        if not reusable(record, group_id):
-            whose = (f"was received from Group {record['receivedFrom']['groupId']}"
-                     if record["origin"] == records.RECEIVED
-                     else f"belongs to Mission {record['manifest']['missionId']}")
-            raise ProtocolError("FORBIDDEN",
-                                f"body.artifacts[{index}]: artifact {name} {whose} and is not "
-                                f"published as reusable (classification {REUSABLE}, with "
-                                "sources, approved by a MissionOwner for this Group)",
-                                {"path": f"body.artifacts[{index}]", "hash": name})
+    """The package cites artifacts of this Group (NOT_FOUND otherwise) of its own Mission
+    (published here with that `missionId`) or reusable ones (VALIDATION_ERROR otherwise,
+    `details: {path: "body.artifacts[i]", hash}`)."""
+    manifests.require_in_mission(artifacts, package["artifacts"], "body.artifacts",
+                                 package["scope"]["missionId"], group_id)

@@ -15,9 +15,11 @@ The pipeline runs in the seed's order, each step's outcome an event of the WorkI
   5. all of it stays in the log and on the WorkItem for the MissionOwner's Approval.
 
 Which artifacts a deliverable or criterion concerns comes from the submission's own
-Evidence: Evidence with `subject: "deliverable:<id>"` names the deliverable's artifacts,
-and the artifacts of the Evidence citing a criterion are what its check examines. With
-one deliverable, or Evidence that cites no artifact, every submitted artifact counts.
+Evidence: Evidence with `subject: "deliverable:<id>"` names the deliverable's artifacts
+(with one deliverable and no such Evidence, the submission's `artifacts` deliver it);
+either way a deliverable is an artifact published for this WorkItem (work.submit checks
+it). The artifacts of the Evidence citing a criterion are what its check examines; for
+Evidence that cites no artifact, every submitted artifact counts.
 
 Verdicts: a criterion with a check is decided by the check. Any other criterion is
 decided by the latest reviewer Evidence citing it, whose `result` begins with `pass` or
@@ -66,17 +68,24 @@ def artifact_hashes(submission: dict) -> list:
                     *(h for e in submission.get("evidence", []) for h in e.get("artifacts", []))])
 
 
+def is_deliverable_evidence(record: dict) -> bool:
+    """Evidence whose subject is a deliverable (`deliverable:<id>`): its artifacts are
+    offered as that deliverable."""
+    return record.get("subject", "").startswith(DELIVERABLE_SUBJECT)
+
+
 def deliverable_artifacts(contract: dict, submission: dict) -> dict:
-    """deliverable id -> the artifact hashes that deliver it."""
+    """deliverable id -> the artifact hashes that deliver it: those of the Evidence with
+    its subject, or, for the only deliverable, the submission's `artifacts`. Artifacts
+    cited only by other Evidence (an input, a test log) deliver nothing."""
     named = {}
     for record in submission.get("evidence", []):
-        subject = record.get("subject", "")
-        if subject.startswith(DELIVERABLE_SUBJECT):
-            named.setdefault(subject[len(DELIVERABLE_SUBJECT):], []).extend(
+        if is_deliverable_evidence(record):
+            named.setdefault(record["subject"][len(DELIVERABLE_SUBJECT):], []).extend(
                 record.get("artifacts", []))
     deliverables = contract.get("deliverables", [])
-    everything = artifact_hashes(submission)
-    return {d["id"]: _unique(named.get(d["id"]) or (everything if len(deliverables) == 1
+    submitted = list(submission.get("artifacts", []))
+    return {d["id"]: _unique(named.get(d["id"]) or (submitted if len(deliverables) == 1
                                                      else []))
             for d in deliverables}
 

@@ -471,11 +471,16 @@ def _ownership_expired(view, event, data):
 
 def _submitted(view, event, data):
     item = view.items[event.work_item_id]
+    submission = {"contractRevision": data["contractRevision"],
+                  "artifacts": data["artifacts"], "evidence": data["evidence"],
+                  "at": format_time(event.occurred_at)}
+    if "agentId" in data:
+        # Who submitted, under which Ownership Epoch: no one reviews their own work
+        # (commands/review.py). Older events do not say; their lease does (submitter()).
+        submission.update(agentId=data["agentId"], ownershipEpoch=data["ownershipEpoch"])
     _update_item(view, item.id, state=SUBMITTED,
                  lease=_close_lease(item, event.occurred_at, "released"),
-                 submission={"contractRevision": data["contractRevision"],
-                             "artifacts": data["artifacts"], "evidence": data["evidence"],
-                             "at": format_time(event.occurred_at)},
+                 submission=submission,
                  # The submission is known by the revision this event gives the item.
                  review={"submissionRevision": item.revision + 1, "integrity": None,
                          "checks": None, "evidenceRequest": None, "reviewerEvidence": [],

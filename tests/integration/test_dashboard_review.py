@@ -102,15 +102,18 @@ def test_accepting_a_failed_review_needs_a_reason_and_records_the_override(trans
 
     assert 'id="evaluation-verdict">fail<' in page
     assert ".words: 900 is greater than the maximum of 500" in page
-    assert "Accepting overrides the failed criteria ac1, ac2" in page
+    # ac2 passed its check: only ac1 (awaiting a reviewer) and integrity are overridden
+    assert ("Accepting overrides the failed artifact integrity and the criteria that have "
+            "not passed: ac1, with your Evidence: say why.") in page
     assert silent.status_code == 400
     assert 'data-code="VALIDATION_ERROR"' in silent.content.decode()
     assert head_after_silent == head
     assert reasoned.status_code == 302
     assert verified.data["review"] == {"submissionRevision": verified.data["review"][
-        "submissionRevision"], "verdict": "fail", "overridden": ["ac1", "ac2"]}
+        "submissionRevision"], "verdict": "fail", "integrity": "fail", "overridden": ["ac1"]}
     decided = html_of(s.owner, url)
-    assert "criteria overridden by the decision's own Evidence: ac1, ac2" in decided
+    assert ("artifact integrity failed, accepted over it; criteria overridden by the "
+            "decision's own Evidence: ac1.") in decided
     assert "pass: 900 words was agreed by mail" in decided
     assert verify_group(s.world.group.id) == []
 

@@ -42,7 +42,7 @@ def test_another_missions_artifact_is_refused(s):
     response = s.w1.send("context.publish", package(s.w1, s.first, artifacts=[s.own, s.foreign],
                                                     events=(1, s.first_head)))
 
-    error = assert_error(response, 403, "FORBIDDEN")
+    error = assert_error(response, 400, "VALIDATION_ERROR")  # as Evidence and sources cite
     assert error["details"] == {"path": "body.artifacts[1]", "hash": s.foreign}
     assert s.world.head == head
 
@@ -64,7 +64,7 @@ def test_a_public_provenance_bearing_approved_artifact_is_reusable(s):
     s.owner.ok("artifact.approve_forwarding", body)
     not_public = s.owner.send("artifact.approve_forwarding", {**body, "hash": s.foreign})
 
-    assert_error(not_yet, 403, "FORBIDDEN")
+    assert_error(not_yet, 400, "VALIDATION_ERROR")
     assert_error(not_public, 403, "FORBIDDEN")
     s.w1.ok("context.publish", cite)
     assert_verified(s.world.group)

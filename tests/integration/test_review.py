@@ -110,7 +110,8 @@ def test_a_passing_submission_is_reviewed_accepted_and_approved(transactional_db
     verified = s.c.ok("work.accept_result", {"evidence": [evidence(
         ["ac1", "ac2"], result="pass: the review passed; I read it too")]}, workItemId=item_id)
     assert verified[0]["data"]["review"] == {
-        "submissionRevision": first["submissionRevision"], "verdict": "pass", "overridden": []}
+        "submissionRevision": first["submissionRevision"], "verdict": "pass",
+        "integrity": "pass", "overridden": []}
     approved = s.owner.ok("mission.approve", {"missionId": s.mission_id})
     assert approved[0]["type"] == "mission.approved"
 

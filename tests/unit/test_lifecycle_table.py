@@ -47,7 +47,9 @@ BODIES = {
     "conversation.post": {"kind": "message", "text": "Which quarter?"},
     "capability.rotate": {},
     "capability.narrow": {"scopes": {"tools": []}},
-    "evidence.record": {"evidence": [evidence(["ac1"], record_id="ev-review")]},
+    # by a reviewer: the agent that did the work never reviews it (commands/review.py)
+    "evidence.record": {"evidence": [evidence(["ac1"], record_id="ev-review",
+                                              producer="agent:rev")]},
     "usage.record": {"tokens": 1200, "toolCalls": 3},
     "schedule.disclose": {"estimatedStart": {"from": iso(60), "to": iso(600)},
                           "estimatedCompletion": iso(1800), "confidence": 0.6,
@@ -72,6 +74,7 @@ ITEM_SETUP = {
 # Coordinator's commands by the Mission's Coordinator (authority.py); every other command
 # here is sent by the agent that holds the offer / ownership / lease of the built item.
 ACTORS = {"approval.grant_execution": HUMAN, "approval.refuse_execution": HUMAN,
+          "evidence.record": "agent:rev",
           **{command_type: COORDINATOR for command_type in authority.COORDINATOR}}
 
 

@@ -5,7 +5,7 @@ the View. No database."""
 import pytest
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from mission_weave.core import commands, manifests, packages
+from mission_weave.core import commands, manifests, packages, records
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
@@ -31,6 +31,7 @@ def manifest(**overrides) -> dict:
 
 def publish_context(blob=None, key=PUBLIC) -> commands.Context:
     return builders.context(facts={"groupId": GROUP, "producerKey": key,
+                                   "producerCardVersions": ["1"],
                                    "blob": blob or {"size": 42, "corrupted": False}})
 
 
@@ -128,7 +129,9 @@ def test_a_source_must_be_in_the_view():
     source = "sha256:" + "3" * 64
 
     missing = code_of(lambda: decide_publish(view, manifest(sources=[source])))
-    view.artifacts[source] = {"hash": source}
+    view.artifacts[source] = records.artifact_record(  # of the same Mission (§13.3)
+        {"hash": source, "missionId": MISSION_ID, "workItemId": None}, "published",
+        builders.COORDINATOR, iso(0))
     drafts = decide_publish(view, manifest(sources=[source]))
 
     assert missing == "NOT_FOUND"

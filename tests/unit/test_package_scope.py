@@ -94,7 +94,7 @@ def test_another_missions_artifact_is_refused_unless_reusable(artifact):
 
     error = refusal(lambda: decide(view, package([OWN, FOREIGN])))
 
-    assert error.code == "FORBIDDEN"
+    assert error.code == "VALIDATION_ERROR"  # as Evidence and manifest sources (issue 24)
     assert error.details == {"path": "body.artifacts[1]", "hash": FOREIGN}
 
 

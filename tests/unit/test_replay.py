@@ -62,7 +62,7 @@ class World:
         artifact.publish the producer's key and the uploaded blob."""
         if command.type == "artifact.publish":
             return {"groupId": GROUP, "producerKey": public_key_b64url(KEYS[command.agent_id]),
-                    "blob": {"size": 42, "corrupted": False}}
+                    "producerCardVersions": ["1"], "blob": {"size": 42, "corrupted": False}}
         return {"roles": ROLES}
 
 

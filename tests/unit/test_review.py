@@ -447,7 +447,7 @@ def test_accepting_a_failed_review_needs_the_coordinators_evidence_for_each_fail
     assert raised.value.details == {"failingCriteria": ["ac2"], "verdict": "fail"}
     assert drafts[0].type == "work.verified"
     assert drafts[0].data["review"] == {"submissionRevision": item.revision, "verdict": "fail",
-                                        "overridden": ["ac2"]}
+                                        "integrity": "pass", "overridden": ["ac2"]}
 
 
 def test_failed_integrity_needs_evidence_for_every_criterion_to_accept():
@@ -468,15 +468,16 @@ def test_a_passed_review_is_accepted_and_a_pending_one_only_with_the_coordinator
                     result="pass: read it myself")]
 
     assert accept(passed, own)[0].data["review"] == {
-        "submissionRevision": passed.revision, "verdict": "pass", "overridden": []}
+        "submissionRevision": passed.revision, "verdict": "pass", "integrity": "pass",
+        "overridden": []}
     with pytest.raises(ProtocolError) as raised:  # ac1 awaits a reviewer; ac2 passed its check
         accept(pending, [evidence(["ac2"], record_id="c0", producer=COORDINATOR)])
     assert raised.value.code == "REVIEW_PENDING"
     assert raised.value.details == {"pendingCriteria": ["ac1"], "verdict": "pending"}
-    # Overriding a pending review answers for every criterion, as when it has not run.
+    # Overriding a pending review overrides what had not passed: ac2 passed its check.
     assert accept(pending, own)[0].data["review"] == {
-        "submissionRevision": pending.revision, "verdict": "pending",
-        "overridden": ["ac1", "ac2"]}
+        "submissionRevision": pending.revision, "verdict": "pending", "integrity": "pass",
+        "overridden": ["ac1"]}
 
 
 def test_an_acceptance_without_a_review_or_without_evidence_is_refused():

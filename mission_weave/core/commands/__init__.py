@@ -108,7 +108,7 @@ def decide(view: View, command: Command, context: Context) -> list:
         drafts = usage.reconcile(view, command, context, drafts)
     # §13.2: Evidence cites artifacts published in this Group; checked after the
     # command's own rules, so that a fenced owner still hears STALE_OWNERSHIP first.
-    manifests.require_cited_evidence(view.artifacts, command.body)
+    manifests.require_cited_evidence(view, command)
     return drafts
 
 

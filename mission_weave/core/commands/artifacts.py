@@ -1,7 +1,8 @@
 """§13 commands: publishing an artifact's manifest, publishing a Context Package, the
 Organization's approval of an artifact's forwarding (or reuse), and forwarding an
 artifact to another Group. Pure: the facts outside the Group's log
-(signing keys, blobs, the target Group) come in `context.facts` (apps/artifacts/facts.py).
+(signing keys, the producer's Agent Card versions, blobs, the target Group) come in
+`context.facts` (apps/artifacts/facts.py).
 
 Who publishes a manifest: the lease holder of the WorkItem it names, naming the
 current leaseId like every lease command, for a manifest it produced and signed
@@ -33,6 +34,7 @@ def artifact_publish(view, command, context):
     _check_publisher(view, command, manifest, mission.id, coordinator, context.now)
     manifests.check_signature(manifest, facts.get("producerKey"), manifest["producer"],
                               "manifest")
+    _check_card_version(manifest, facts.get("producerCardVersions") or ())
     if manifest["hash"] in view.artifacts:
         raise ProtocolError("VALIDATION_ERROR",
                             f"artifact {manifest['hash']} is already in this Group; an "
@@ -42,9 +44,25 @@ def artifact_publish(view, command, context):
     if manifest["hash"] in manifest["sources"]:
         raise ProtocolError("VALIDATION_ERROR", "an artifact cannot be its own source",
                             {"path": "body.sources"})
-    manifests.require_artifacts(view.artifacts, manifest["sources"], "body.sources")
+    # §13.3: derived from its own Mission's artifacts, or from reusable ones
+    manifests.require_in_mission(view.artifacts, manifest["sources"], "body.sources",
+                                 mission.id, facts["groupId"])
     return [Draft("artifact.published", {"manifest": manifest, "by": command.actor},
                   mission.id, manifest["workItemId"])]
+
+
+def _check_card_version(manifest: dict, known) -> None:
+    """§13.1: the manifest names the producer's Agent Card version it was made under:
+    the producer's current card or one it had before (`known`, every version the
+    registry recorded for the producer, apps/identity)."""
+    version = manifest["agentCardVersion"]
+    if version not in known:
+        listed = ", ".join(known) or "none"
+        raise ProtocolError("VALIDATION_ERROR",
+                            f"body.agentCardVersion {version!r} is not a version of agent "
+                            f"{manifest['producer']}'s Agent Card (its recorded versions: "
+                            f"{listed}); name the card version the artifact was produced under",
+                            {"path": "body.agentCardVersion", "knownVersions": list(known)})
 
 
 def _check_publisher(view, command, manifest, mission_id, coordinator, now) -> None:

@@ -190,35 +190,54 @@ def work_submit(view, command, context):
             {"contractRevision": item.contract_revision})
     _check_evidence_covers(item, body["evidence"])
     _check_deliverables(view, item, body)
+    # Who submitted under which Ownership Epoch: its Evidence is never reviewed by it.
     return [item_draft(item, "work.submitted", {
         "leaseId": item.lease.id, "contractRevision": item.contract_revision,
-        "artifacts": body.get("artifacts", []), "evidence": body["evidence"]})]
+        "artifacts": body.get("artifacts", []), "evidence": body["evidence"],
+        "agentId": item.lease.agent_id, "ownershipEpoch": item.lease.ownership_epoch})]
 
 
 def _check_deliverables(view, item: WorkItem, body: dict) -> None:
-    """§13.1, §13.2: a submission's artifacts are published in this Group for this
-    WorkItem (a signed manifest, artifact.publish), and every deliverable of the
-    contract has one: its own Evidence (subject `deliverable:<id>`) cites it, or, with one
-    deliverable, the submission's artifacts are it."""
-    for index, name in enumerate(body.get("artifacts", [])):
-        record = view.artifacts.get(name)
-        path = f"body.artifacts[{index}]"
-        if record is None:
-            raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} is published in this "
-                                "Group: upload the bytes, then artifact.publish their manifest",
-                                {"path": path, "hash": name})
-        if record["origin"] == "published" and record["manifest"]["workItemId"] != item.id:
-            raise ProtocolError("VALIDATION_ERROR", f"{path}: {name} was published for WorkItem "
-                                f"{record['manifest']['workItemId']}, not {item.id}",
-                                {"path": path, "hash": name})
+    """§13.1, §13.2: a deliverable is an artifact published in this Group for this
+    WorkItem (a signed manifest, artifact.publish, naming it). Whatever the submission
+    offers as one is held to that: its `artifacts`, and the artifacts of its Evidence
+    with subject `deliverable:<id>`. Every deliverable of the contract has one: its own
+    Evidence cites it, or, with one deliverable, the submission's artifacts are it."""
+    offered = [(name, f"body.artifacts[{index}]")
+               for index, name in enumerate(body.get("artifacts", []))]
+    offered += [(name, f"body.evidence[{index}].artifacts[{position}]")
+                for index, record in enumerate(body["evidence"])
+                if evaluation.is_deliverable_evidence(record)
+                for position, name in enumerate(record.get("artifacts", []))]
+    for name, path in offered:
+        _check_deliverable(view.artifacts.get(name), name, path, item)
     delivered = evaluation.deliverable_artifacts(item.contract, body)
-    missing = [d for d, hashes in delivered.items() if not any(h in view.artifacts
-                                                                for h in hashes)]
+    missing = [d for d, hashes in delivered.items() if not hashes]
     if missing:
         raise ProtocolError(
             "EVIDENCE_INCOMPLETE", f"no published artifact delivers {missing}: publish each "
             "and cite it in body.artifacts (or in Evidence with subject deliverable:<id>)",
             {"missingDeliverables": missing})
+
+
+def _check_deliverable(record: dict | None, name: str, path: str, item: WorkItem) -> None:
+    if record is None:
+        raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} is published in this "
+                            "Group: upload the bytes, then artifact.publish their manifest",
+                            {"path": path, "hash": name})
+    if record["origin"] != "published":
+        whose = f"was received from Group {record['receivedFrom']['groupId']}"
+    elif record["manifest"]["workItemId"] is None:
+        whose = f"is an artifact of Mission {record['manifest']['missionId']} as a whole"
+    elif record["manifest"]["workItemId"] != item.id:
+        whose = f"was published for WorkItem {record['manifest']['workItemId']}"
+    else:
+        return
+    raise ProtocolError("VALIDATION_ERROR",
+                        f"{path}: {name} {whose}, not for {item.id}: a deliverable is an artifact "
+                        f"published for this WorkItem (artifact.publish with workItemId "
+                        f"{item.id}); cite other artifacts in Evidence whose subject is not "
+                        "a deliverable", {"path": path, "hash": name})
 
 
 def _check_evidence_covers(item: WorkItem, evidence: list) -> None:
@@ -240,10 +259,14 @@ def work_accept_result(view, command, context):
     item = target_item(view, command)
     active_mission(view, item.mission_id)
     evidence = command.body.get("evidence", [])
-    # §13.2: the review's verdict is recorded with the acceptance; a failed one needs
-    # the Coordinator's own Evidence for each failing criterion (review.acceptance).
-    return [item_draft(item, "work.verified", {"evidence": evidence, "by": command.actor,
-                                               "review": review.acceptance(item, evidence)})]
+    # §13.2: decided on all the Evidence recorded before it: the review is evaluated
+    # again here (an evaluation that changed is appended first, so that the log holds
+    # what was decided on), and the verdict is recorded with the acceptance; criteria
+    # that had not passed need the Coordinator's own Evidence (review.acceptance).
+    drafts = review.reevaluation(item)
+    return drafts + [item_draft(item, "work.verified", {
+        "evidence": evidence, "by": command.actor,
+        "review": review.acceptance(item, evidence)})]
 
 
 def work_fail(view, command, context):

@@ -53,6 +53,7 @@ def evidence_record(view, command, context):
         raise ProtocolError("VALIDATION_ERROR",
                             "body.workItemId must be the envelope's workItemId",
                             {"path": "body.workItemId"})
+    _check_not_own_work(item, command)
     review = item.review or {}
     known = {e["id"] for e in item.submission["evidence"]} | {
         e["id"] for e in review.get("reviewerEvidence", [])}
@@ -63,6 +64,32 @@ def evidence_record(view, command, context):
     return [item_draft(item, evaluation.EVIDENCE_RECORDED, {
         "submissionRevision": review.get("submissionRevision"), "evidence": body["evidence"],
         "by": command.actor})]
+
+
+def submitter(item: WorkItem) -> str | None:
+    """The agent that owned the WorkItem during the submitted attempt (the Ownership
+    Epoch the submission was made under) and submitted it. work.submitted says so since
+    it records `agentId`; before, the lease it closed does (no lease starts while the
+    item is `submitted`)."""
+    submission = item.submission or {}
+    if "agentId" in submission:
+        return submission["agentId"]
+    return item.lease.agent_id if item.lease is not None else None
+
+
+def _check_not_own_work(item: WorkItem, command) -> None:
+    """§13.2: reviewer Evidence comes from someone else than the one whose work it is,
+    whatever roles it also holds (worker and reviewer, or coordinator)."""
+    agent = command.agent_id
+    if agent is not None and agent == submitter(item):
+        raise ProtocolError("FORBIDDEN",
+                            f"you ({command.actor}) owned {item.id} during the attempt whose "
+                            "submission this is: no one reviews their own work, whatever their "
+                            "roles; another reviewer or the Coordinator records Evidence for it",
+                            {"submittedBy": agent,
+                             "ownershipEpoch": (item.submission or {}).get(
+                                 "ownershipEpoch", item.lease.ownership_epoch if item.lease
+                                 else None)})
 
 
 def _check_record(record: dict, path: str, actor: str, criteria: set, known: set) -> None:
@@ -88,45 +115,94 @@ def _check_record(record: dict, path: str, actor: str, criteria: set, known: set
                             "submission", {"path": f"{path}.id"})
 
 
+def reevaluated(item: WorkItem) -> dict:
+    """The combined evaluation of the current submission from everything its review holds
+    now: the automatic steps' outcomes and every reviewer Evidence recorded so far, also
+    what arrived after the stored evaluation (its task not run yet)."""
+    return evaluation.evaluate(item.contract, item.submission or {}, item.review or {})
+
+
+def reevaluation(item: WorkItem) -> list:
+    """`review.evaluated` of the evaluation work.accept_result decides on, when the
+    automatic steps have run and it differs from the stored one; [] otherwise."""
+    review = item.review
+    if not review or review.get("integrity") is None or review.get("checks") is None:
+        return []
+    data = reevaluated(item)
+    if review.get("evaluation") == data:
+        return []
+    return [item_draft(item, evaluation.EVALUATED, {
+        "submissionRevision": review["submissionRevision"], **data})]
+
+
+def override(item: WorkItem) -> dict:
+    """What an acceptance now answers for with the Coordinator's own Evidence, from the
+    evaluation again (reevaluated):
+
+      verdict      the evaluation's, or "none" while the review's first automatic step
+                   (integrity) has not run
+      integrity    pass | fail | pending
+      open         the criteria the Coordinator's Evidence must cite: none when the
+                   evaluation passed; every one while integrity has not passed (failed
+                   or not run: no criterion's verdict stands on unchecked artifacts);
+                   otherwise each criterion that has not passed (failing or pending)
+      overridden   the open criteria that had not passed: what the acceptance
+                   overrides. A criterion that passed is never among them.
+    """
+    result = reevaluated(item)
+    verdicts = {c["id"]: c["verdict"] for c in result["criteria"]}
+    review = item.review or {}
+    verdict = "none" if review.get("integrity") is None else result["verdict"]
+    if result["verdict"] == "pass":
+        open_criteria = []
+    elif result["integrity"] != "pass":
+        open_criteria = list(item.criteria_ids)
+    else:
+        open_criteria = [c for c in item.criteria_ids if verdicts[c] != "pass"]
+    return {"verdict": verdict, "integrity": result["integrity"], "open": open_criteria,
+            "overridden": [c for c in open_criteria if verdicts[c] != "pass"],
+            "failing": [c for c in open_criteria
+                        if verdicts[c] == "fail" or result["integrity"] == "fail"]}
+
+
 def acceptance(item: WorkItem, evidence: list) -> dict:
     """What `work.accept_result` records of the review, or why it is refused.
 
     §13.2: "A Worker's claim of completion is insufficient." The Coordinator decides on
-    the review's evaluation, with Evidence of their own (at least one record). While
-    the evaluation is missing (the review has not run) or pending, acceptance is
-    REVIEW_PENDING; a failed one is EVIDENCE_INCOMPLETE. Either way the Coordinator may
-    override with their own Evidence: for every criterion while the review is missing
-    or pending or integrity failed, for each failing one otherwise. The override is
-    recorded beside the evaluation, for the MissionOwner's final Approval."""
+    the review evaluated again with all the Evidence recorded so far (override()), with
+    Evidence of their own (at least one record). A criterion that has not passed needs
+    the Coordinator's Evidence citing it (every criterion while artifact integrity has
+    not passed): missing for a failed evaluation it is EVIDENCE_INCOMPLETE, otherwise
+    REVIEW_PENDING (the review's automatic steps have not run, or reviewer Evidence is
+    awaited). The criteria so overridden are recorded (`overridden`), with the verdict
+    and the integrity outcome, for the MissionOwner's final Approval."""
     if not evidence:
         raise ProtocolError("EVIDENCE_INCOMPLETE",
                             "work.accept_result needs your own Evidence: at least one record "
                             "saying how you reviewed the result", {"path": "body.evidence"})
     review = item.review or {}
-    result = review.get("evaluation")
-    verdict = result["verdict"] if result else "none"
-    if verdict == "pass":
-        open_criteria = []
-    elif verdict == "fail" and result["integrity"] == "pass":
-        open_criteria = result["failing"]
-    else:  # not run, pending, or integrity failed: the override answers for every criterion
-        open_criteria = list(item.criteria_ids)
+    outcome = override(item)
+    verdict = outcome["verdict"]
     cited = {c for record in evidence for c in record["criteria"]}
-    missing = [c for c in item.criteria_ids if c in open_criteria and c not in cited]
+    missing = [c for c in outcome["open"] if c not in cited]
     if missing and verdict == "fail":
+        failing = [c for c in missing if c in outcome["failing"]]
+        pending = [c for c in missing if c not in outcome["failing"]]
         raise ProtocolError(
             "EVIDENCE_INCOMPLETE",
-            f"the review of this submission failed criteria {missing}"
-            f"{' (artifact integrity failed)' if result['integrity'] == 'fail' else ''}; "
+            f"the review of this submission failed criteria {failing}"
+            f"{' (artifact integrity failed)' if outcome['integrity'] == 'fail' else ''}"
+            f"{f' and has not decided {pending}' if pending else ''}; "
             "work.fail it, or accept with your own Evidence for each of them",
-            {"failingCriteria": missing, "verdict": verdict})
+            {"failingCriteria": failing, "verdict": verdict,
+             **({"pendingCriteria": pending} if pending else {})})
     if missing:
-        state = "has not evaluated" if result is None else "has not yet decided"
+        why = ("its automatic steps (artifact integrity, checks) have not run yet"
+               if verdict == "none" else "no check or reviewer Evidence has decided them yet")
         raise ProtocolError(
             "REVIEW_PENDING",
-            f"the review {state} criteria {missing} of this submission; wait for it (or for "
-            "reviewer Evidence), or accept with your own Evidence for each of them",
-            {"pendingCriteria": missing, "verdict": verdict})
-    return {"submissionRevision": review.get("submissionRevision"),
-            "verdict": verdict, "overridden": [c for c in item.criteria_ids
-                                               if c in open_criteria]}
+            f"the review of this submission has not passed criteria {missing}: {why}; wait "
+            "for it (or for reviewer Evidence), or accept with your own Evidence for each of "
+            "them", {"pendingCriteria": missing, "verdict": verdict})
+    return {"submissionRevision": review.get("submissionRevision"), "verdict": verdict,
+            "integrity": outcome["integrity"], "overridden": outcome["overridden"]}
