@@ -10,8 +10,9 @@ writes them. So a Group's commands wait at most for a short, Python-light transa
 Automatic dispatch ranks the Group's workers and is decided under the lock
 (`pipeline.submit_system`), on a view holding every dependency of the items it
 considers; so is the expiry of an item it is for (a timed-out owner under
-`autoDispatch`), so that a timeout and the reassignment it calls for are appended
-together or not at all.
+`autoDispatch`), so that a timeout and the end of the attempt it calls for (the owner
+fenced, `work.failed` with its retry time after the contract's backoff, or exhausted)
+are appended together or not at all.
 
 Safe with several sweepers (Celery workers, `mw_sweep --loop`, the in-process
 thread) at once: a sweeper claims a Group for its turn (a session advisory lock that

@@ -4,23 +4,31 @@ for itself): when a Mission asks for it (`autoDispatch`),
 - a WorkItem whose sequential offer was declined or ran out is offered to the next
   pending candidate (`after: declined | expired`);
 - a failed WorkItem whose backoff ended is offered again within its retry budget
-  (`after: retry`);
+  (`after: retry`, `resumeFrom`: its latest checkpoint);
 - a WorkItem whose owner timed out, its Execution Lease expired or its start-by deadline
-  passed, is reassigned at once from its latest checkpoint (§11.5), the expired owner
-  fenced first (`after: lease | start_by`): a timed-out attempt counts against the retry
-  budget as a failure does, so when the budget is spent it ends `failed` with system
-  Evidence instead (§11.4: "Exhaustion ... emits work.failed with Evidence"), and when
-  nobody is eligible to take it now it ends `failed` with a `retryAt`, so that the retry
-  rule offers it later: a timed-out WorkItem is never left without a deadline the
-  sweeper watches.
+  passed, has its attempt ended: the expired owner fenced, then `work.failed` by the
+  server with system Evidence (`reason: "lease timeout" | "start-by deadline missed"`),
+  whose `retryAt` is the contract's backoff after that attempt, so that the retry rule
+  above offers it again once it is due (§11.5: reassigned, with a higher Ownership Epoch,
+  from the latest checkpoint), or `exhausted` when the retry budget is spent (§11.4:
+  "Exhaustion ... emits work.failed with Evidence"). A timeout is a failed attempt like
+  any other: a timed-out WorkItem is never offered again sooner than a failed one would
+  be, and never left without a deadline the sweeper watches.
+
+An `exclusive` WorkItem (§10.3: "offered sequentially to the highest-ranked eligible
+Worker") goes to the highest-ranked eligible candidate at every turn: the pending queue is
+ranked again when its next offer is made, instead of being taken in order.
 
 Automatic dispatch is held to the retry budgets; a Coordinator's explicit `work.offer` is
 not (retries.py). Pure: the candidates' facts come in `Context`.
 
-Two callers: `work.decline_offer` (the next offer is appended in the decline's own
-transaction) and the sweeper (offers that all expired, failed items due a retry, owners
-that timed out).
+Three callers: `work.decline_offer` (the next offer is appended in the decline's own
+transaction), the sweeper (offers that all expired, failed items due a retry, owners
+that timed out) and a new session of an owner whose lease had already expired
+(`commands.revoke_for_session`, through the sweeper's decision).
 """
+
+from dataclasses import replace
 
 from mission_weave.protocol.timefmt import format_time
 
@@ -31,9 +39,9 @@ from .state import ACTIVE, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkIt
 # The rules an offer made by automatic dispatch records, besides its trigger.
 NEXT_RULES = ("auto-dispatch", "next-pending-candidate", ranking.WORKER_ROLE,
               ranking.CAPABILITY_REQUIRED, ranking.CAPACITY, "mode:sequential")
+NEXT_EXCLUSIVE_RULES = ("auto-dispatch", "next-pending-candidate", *ranking.AUTO_RULES,
+                        ranking.EXCLUSIVE, "mode:sequential")
 RETRY_RULES = ("auto-dispatch", "retry", "auto-candidates", *ranking.AUTO_RULES, "mode:sequential")
-REASSIGN_RULES = ("auto-dispatch", "reassign", "auto-candidates", *ranking.AUTO_RULES,
-                  "expired-owner-last", "mode:sequential")
 
 LEASE, START_BY = "lease", "start_by"  # the timeouts, named as work.ownership_expired names them
 TIMEOUTS = frozenset({LEASE, START_BY})
@@ -48,26 +56,43 @@ def timed_out(item: WorkItem, now) -> str | None:
     return None
 
 
+def fence(item: WorkItem, now) -> list:
+    """`base.fence_expired_owner` (what an offer appends first when the owner is no longer
+    live: `lease.expired` for a lease still open, `work.ownership_expired`), with the
+    attempt a missed start-by deadline used up recorded in its `work.ownership_expired`
+    (retries.py), as the sweeper records it: the count is the same whoever notices the
+    deadline first. Shared by `work.offer` and automatic dispatch."""
+    return [replace(draft, data={**draft.data, "attempt": retries.missed_start_attempt(item)})
+            if draft.type == "work.ownership_expired" and draft.data["reason"] == START_BY
+            else draft for draft in base.fence_expired_owner(item, now)]
+
+
 def redispatch(view: View, item: WorkItem, context) -> list:
-    """What automatic dispatch appends for `item` now: the next sequential `work.offered`
-    (after any fencing it needs), a timed-out item's `work.failed`, or [] when there is
-    nothing to do: no auto-dispatch, a live owner or offer remains, the Mission is closed,
-    the dependencies are not met (or not in the view), no retry is due, or no candidate
-    is eligible."""
+    """What automatic dispatch appends for `item` now: the next sequential `work.offered`,
+    a timed-out attempt's end (fencing, then `work.failed`), or [] when there is nothing
+    to do: no auto-dispatch, a live owner or offer remains, the Mission is closed, the
+    dependencies of an offer are not met (or not in the view), no retry is due, or no
+    candidate is eligible."""
     trigger = _trigger(view, item, context.now)
     if trigger is None:
         return []
     if trigger in TIMEOUTS:
-        return _reassign(item, trigger, context)
+        return _end_attempt(item, trigger, context.now)
     ttl = context.policy.presence_ttl_seconds
     chosen, pending, skipped = _next_in_queue(item, context, ttl)
-    rules = NEXT_RULES
-    if chosen is None and trigger == "retry":
-        # The queue is spent: rank every candidate the caller supplied (the Group's workers).
-        chosen, pending, rules = _best_ranked(item, context, RETRY_RULES)
+    rules = NEXT_EXCLUSIVE_RULES if ranking.exclusive(item.contract) else NEXT_RULES
+    how = {"after": trigger}
+    if trigger == "retry":
+        # A retry resumes from the latest checkpoint, whoever takes it (§11.5).
+        how["resumeFrom"] = item.last_checkpoint
+        if chosen is None:
+            # The queue is spent: rank every candidate the caller supplied (the Group's
+            # workers), best first.
+            chosen, pending, rules = _best_ranked(item, context, _with_exclusive(
+                item, RETRY_RULES))
     if chosen is None:
         return []
-    return [_offered(item, chosen, pending, skipped, rules, {"after": trigger}, context)]
+    return [_offered(item, chosen, pending, skipped, rules, how, context)]
 
 
 def after(view: View, drafts: list, context) -> list:
@@ -95,11 +120,11 @@ def _trigger(view: View, item: WorkItem, now) -> str | None:
         return None
     if item.child_mission_id or fencing.owner_is_live(item, now):
         return None
-    if not base.dependencies_met(view, item):  # a dependency not in the view is not met
-        return None
     timeout = timed_out(item, now)
     if timeout is not None:
-        return timeout
+        return timeout  # ending the attempt offers nothing: no dependency to check yet
+    if not base.dependencies_met(view, item):  # a dependency not in the view is not met
+        return None
     if item.owner is not None:
         return None  # an owner still to be fenced that no timeout explains: leave it be
     if item.state == OFFERED and not item.live_offers(now):
@@ -111,34 +136,17 @@ def _trigger(view: View, item: WorkItem, now) -> str | None:
     return None
 
 
-def _reassign(item: WorkItem, trigger: str, context) -> list:
-    """§11.5 for a timed-out item: reassign it at once to the next candidate, the expired
-    owner fenced first, resuming from the latest checkpoint; or end the attempt `failed`."""
-    now = context.now
-    # Called on the item as its expiry left it; should its lease still be open, close it.
-    closing = [base.item_draft(item, "lease.expired", {"leaseId": item.lease.id,
-                                                       "reason": "timeout"})
-               ] if item.live_lease is not None else []
-    spent = retries.budget_left(item, now)  # the timed-out attempt is in item.attempts
-    if spent is not None:
-        return closing + [_timeout_failure(item, trigger, retries.Outcome(None, spent), now)]
-    ttl = context.policy.presence_ttl_seconds
-    chosen, pending, skipped = _next_in_queue(item, context, ttl)
-    rules = NEXT_RULES
-    if chosen is None:
-        chosen, pending, rules = _best_ranked(item, context, REASSIGN_RULES,
-                                              last=item.last_owner)
-    if chosen is None:
-        # Nobody may take it now: the timeout ends the attempt like a failure, and the
-        # retry rule offers it once the backoff ends (or it is exhausted, as work.fail is).
-        outcome = retries.after_failure(item, False, now)
-        return closing + [_timeout_failure(item, trigger, outcome, now)]
-    how = {"after": trigger, "resumeFrom": item.last_checkpoint}
-    return base.fence_expired_owner(item, now) + [
-        _offered(item, chosen, pending, skipped, rules, how, context)]
+def _end_attempt(item: WorkItem, trigger: str, now) -> list:
+    """§11.4, §11.5 for a timed-out item: its lease closed and its owner fenced, as an
+    offer would (whatever the sweep or an earlier decision has not done yet), then the
+    attempt ends `failed`: offered again after the contract's backoff, or exhausted."""
+    fenced = fence(item, now)
+    attempt = next((d.data["attempt"] for d in fenced if "attempt" in d.data), item.attempts)
+    outcome = retries.after_failure(state.replace(item, attempts=attempt), False, now)
+    return fenced + [_timeout_failure(item, attempt, trigger, outcome, now)]
 
 
-def _timeout_failure(item: WorkItem, trigger: str, outcome, now) -> base.Draft:
+def _timeout_failure(item: WorkItem, attempt: int, trigger: str, outcome, now) -> base.Draft:
     """`work.failed` by the server for a timed-out attempt, with its system Evidence."""
     agent = item.owner or item.last_owner
     if trigger == LEASE and item.lease is not None:
@@ -150,11 +158,12 @@ def _timeout_failure(item: WorkItem, trigger: str, outcome, now) -> base.Draft:
         reason = "start-by deadline missed"
         result = (f"agent {agent} (ownership epoch {item.ownership_epoch}) did not start the "
                   f"WorkItem by its start-by deadline")
+    result += f"; attempt {attempt} of {item.contract['retry']['maxAttempts']}"
     if outcome.exhausted:
         result += f"; no automatic retry is left (exhausted by {outcome.exhausted_by})"
     else:
-        result += (f"; no eligible worker to reassign it to now: offered again from "
-                   f"{format_time(outcome.retry_at)}")
+        result += (f"; offered again automatically from {format_time(outcome.retry_at)}, "
+                   f"after the contract's backoff")
     evidence = {"id": base.derive_id("ev", item.id, f"{trigger}/{item.ownership_epoch}/"
                                                     f"{item.revision}"),
                 "subject": f"workItem:{item.id}", "criteria": [],
@@ -163,7 +172,7 @@ def _timeout_failure(item: WorkItem, trigger: str, outcome, now) -> base.Draft:
                 "artifacts": []}
     return base.item_draft(item, "work.failed", {
         "evidence": [evidence], "by": "system", "reason": reason, "permanent": False,
-        "attempt": item.attempts,
+        "attempt": attempt,
         "retryAt": format_time(outcome.retry_at) if outcome.retry_at else None,
         "exhausted": outcome.exhausted, "exhaustedBy": outcome.exhausted_by})
 
@@ -183,21 +192,30 @@ def _offered(item: WorkItem, chosen: str, pending: list, skipped: list, rules, h
     return base.item_draft(item, "work.offered", data)
 
 
-def _best_ranked(item: WorkItem, context, rules, last: str | None = None) -> tuple:
+def _with_exclusive(item: WorkItem, rules: tuple) -> tuple:
+    """`rules` with the exclusive rule before the mode, for an exclusive item."""
+    if not ranking.exclusive(item.contract):
+        return rules
+    return (*rules[:-1], ranking.EXCLUSIVE, rules[-1])
+
+
+def _best_ranked(item: WorkItem, context, rules) -> tuple:
     """(the best-ranked eligible candidate or None, the rest in order, the rules): every
-    candidate the caller supplied (the Group's workers) ranked; `last` (the owner that
-    just timed out) after every other eligible one."""
+    candidate the caller supplied (the Group's workers) ranked."""
     ranked = ranking.rank(item.contract, list(context.candidates.values()), context.now,
                           context.policy.presence_ttl_seconds, rules)
-    order = [e["agentId"] for e in ranked if e["agentId"] != last]
-    order += [e["agentId"] for e in ranked if e["agentId"] == last]
+    order = [e["agentId"] for e in ranked]
     if not order:
         return None, [], rules
     return order[0], order[1:], rules
 
 
 def _next_in_queue(item: WorkItem, context, ttl: int) -> tuple:
-    """(the first eligible pending candidate or None, those after it, the skipped ones)."""
+    """(the next eligible pending candidate or None, those after it, the skipped ones):
+    the first in the queue's order, or for an exclusive item the highest-ranked (§10.3),
+    the other eligible ones after it by rank."""
+    if ranking.exclusive(item.contract):
+        return _highest_ranked_in_queue(item, context, ttl)
     skipped = []
     for index, agent_id in enumerate(item.offer_queue):
         candidate = context.candidates.get(agent_id)
@@ -207,3 +225,17 @@ def _next_in_queue(item: WorkItem, context, ttl: int) -> tuple:
             return agent_id, list(item.offer_queue[index + 1:]), skipped
         skipped.append({"agentId": agent_id, "failedRules": reasons})
     return None, [], skipped
+
+
+def _highest_ranked_in_queue(item: WorkItem, context, ttl: int) -> tuple:
+    known = [context.candidates[a] for a in item.offer_queue if a in context.candidates]
+    order = [e["agentId"] for e in ranking.rank(item.contract, known, context.now, ttl)]
+    skipped = [{"agentId": agent_id,
+                "failedRules": (["member"] if agent_id not in context.candidates else
+                                ranking.ineligibility(item.contract,
+                                                      context.candidates[agent_id],
+                                                      context.now, ttl))}
+               for agent_id in item.offer_queue if agent_id not in order]
+    if not order:
+        return None, [], skipped
+    return order[0], order[1:], skipped

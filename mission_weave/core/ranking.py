@@ -22,6 +22,10 @@ Policy (the `policyRules` an automatic ranking records, in the order applied):
   unknown one, then more free slots first), then by the lower expected wait.
 - `tie-break:agent-id`: what is still equal is ordered by agent id, so the same facts
   always give the same ranking.
+- `exclusive:highest-ranked-first`: a contract with `exclusive: true` is offered
+  sequentially, one Worker at a time, the highest-ranked eligible one first (§10.3:
+  "Exclusive WorkItems SHOULD be offered sequentially to the highest-ranked eligible
+  Worker"), a Coordinator's named candidates included, and never to an urgent set.
 
 `expectedCost` is an estimate, not a quote: the contract's budgets are the ceiling any
 Worker is held to (so they are the same for every candidate), and `expectedWaitSeconds`
@@ -44,6 +48,12 @@ CAPACITY = "capacity"
 ORDER = "reliability-then-availability"
 TIE_BREAK = "tie-break:agent-id"
 AUTO_RULES = (WORKER_ROLE, CAPABILITY_REQUIRED, CAPACITY, ORDER, TIE_BREAK)
+EXCLUSIVE = "exclusive:highest-ranked-first"
+
+
+def exclusive(contract: dict) -> bool:
+    """Whether the contract asks for exclusive placement (`exclusive: true`)."""
+    return contract.get("exclusive") is True
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,11 @@
 """Retry budgets of §11.4: attempts, backoff, cost and deadline. Pure: `now` is an argument.
 
-An attempt is one Ownership Epoch's execution: the first `work.started` under a new epoch
-counts a new attempt; starting again in the same epoch (after a checkpoint, a block or a
-session replacement) resumes that attempt and keeps its idempotency key.
+An attempt is one Ownership Epoch's use of its grant: the first `work.started` under a new
+epoch counts a new attempt; starting again in the same epoch (after a checkpoint, a block or
+a session replacement) resumes that attempt and keeps its idempotency key. An epoch whose
+owner never started it is an attempt too, counted when its start-by deadline passes
+(`work.ownership_expired {reason: "start_by", attempt}`, `missed_start_attempt`): a Worker
+that accepts and never starts has used a turn, or automatic re-offers would never end.
 
 "Automatic retries are limited by the Work Contract's attempt, backoff, cost, and deadline
 budgets" (§11.4): the budgets hold for what the server does by itself, the sweeper's
@@ -13,9 +16,11 @@ within the backoff, past the budget or after a permanent failure: the Coordinato
 - `work.fail` asks `after_failure` whether the failure may be retried automatically and
   from when (`retryAt`), or why never (`exhaustedBy`);
 - automatic dispatch asks `refusal` before it offers a failed item again;
-- a lease timeout or a missed start-by deadline is a failed attempt too: automatic
-  dispatch asks `budget_left` before it reassigns the item at once (no backoff: the
-  item is re-offerable at once, §11.5), and ends it `failed` when the budget is spent.
+- a timeout is a failed attempt like any other, whichever it is (§11.5 names them
+  together: "misses its start deadline or stops renewing a lease"): under automatic
+  dispatch the server ends it with its own `work.failed`, whose `retryAt` or
+  `exhaustedBy` `after_failure` gives as it does for `work.fail`, so the next automatic
+  offer waits out the contract's backoff, and none follows once the budget is spent.
 
 Cost: `retry.maxCost` is compared with the money spent on the WorkItem so far, its
 `usage.financial` as `usage.record` charged it (mission_weave/core/budgets.py).
@@ -61,6 +66,18 @@ def cost_exceeded(max_cost: dict | None, spent: dict | None) -> bool:
 
 def _deadline(retry: dict) -> datetime | None:
     return parse_time(retry["deadline"]) if retry.get("deadline") else None
+
+
+def epoch_started(item: WorkItem) -> bool:
+    """Whether the current Ownership Epoch has started (its attempt is counted)."""
+    return item.lease is not None and item.lease.ownership_epoch == item.ownership_epoch
+
+
+def missed_start_attempt(item: WorkItem) -> int:
+    """The attempt a missed start-by deadline of `item` ends, as `item.attempts` will be
+    once it is recorded: the epoch's own if it started (a checkpoint, then no restart in
+    time), else a new one, never started."""
+    return item.attempts if epoch_started(item) else item.attempts + 1
 
 
 def budget_left(item: WorkItem, now: datetime) -> str | None:

@@ -466,7 +466,13 @@ def _unblocked(view, event, data):
 
 
 def _ownership_expired(view, event, data):
-    _update_item(view, event.work_item_id, owner=None, start_by=None, blocked_until=None)
+    changes = {}
+    if "attempt" in data:
+        # A missed start-by deadline is an attempt (retries.py); older events do not say,
+        # and counted nothing.
+        changes["attempts"] = data["attempt"]
+    _update_item(view, event.work_item_id, owner=None, start_by=None, blocked_until=None,
+                 **changes)
 
 
 def _submitted(view, event, data):

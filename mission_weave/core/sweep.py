@@ -6,26 +6,30 @@ only time used, so a stale candidate list from the shell is harmless: an item th
 renewed, started, accepted or already fenced since it was selected yields nothing here.
 
 A lease timeout appends `lease.expired`; a missed start-by deadline or a run-out blocked
-lease `work.ownership_expired`. Either way the item has no live owner any more: it is
-re-offerable at once and counts against nobody's capacity. Under `autoDispatch` a timed-out
-item (lease or start-by, not a blocked one, which waits for its blocker's resolution) is
-also reassigned in the same transaction, or ends `failed` (dispatch.py). Offer expiry
-itself appends nothing (§10.2); only automatic dispatch of the next candidate does, and
-that decision belongs to `dispatch.redispatch`.
+lease `work.ownership_expired` (a missed start-by of an epoch never started with the
+`attempt` it used up, retries.py). Either way the item has no live owner any more: it is
+re-offerable at once by a Coordinator and counts against nobody's capacity. Under
+`autoDispatch` a timed-out attempt (lease or start-by, not a blocked one, which waits for
+its blocker's resolution) is also ended in the same transaction: `work.failed` by the
+server, offered again once the contract's backoff has passed, or never when its retry
+budget is spent (dispatch.py). Offer expiry itself appends nothing (§10.2); only
+automatic dispatch of the next candidate does, and that decision belongs to
+`dispatch.redispatch`. A new session of the owner finds a lease past its expiry the
+same way (`commands.revoke_for_session` calls `decide`).
 """
 
-from . import dispatch
-from .commands import Context, Draft
-from .commands.base import item_draft
+from . import dispatch, retries
+from .commands.base import Context, Draft, item_draft
 from .state import ACTIVE, BLOCKED, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
 
 LEASE_EXPIRED, OWNERSHIP_EXPIRED = "lease.expired", "work.ownership_expired"
 
 
 def _ownership_expired(item: WorkItem, reason: str) -> Draft:
-    return item_draft(item, OWNERSHIP_EXPIRED, {"agentId": item.owner,
-                                                "ownershipEpoch": item.ownership_epoch,
-                                                "reason": reason})
+    data = {"agentId": item.owner, "ownershipEpoch": item.ownership_epoch, "reason": reason}
+    if reason == "start_by":
+        data["attempt"] = retries.missed_start_attempt(item)  # §11.4: an attempt used up
+    return item_draft(item, OWNERSHIP_EXPIRED, data)
 
 
 def expire(item: WorkItem, now) -> list:

@@ -121,8 +121,10 @@ def test_a_missed_start_by_deadline_expires_ownership(s, clock):
     assert counted(sweeper.sweep()) == {**NOTHING, "expiredOwnerships": 1}
 
     (fenced,) = events_after(s, head)
+    # Never started: the missed deadline used up the first attempt (§11.4).
     assert (fenced["type"], fenced["data"]) == ("work.ownership_expired", {
-        "agentId": s.w1.name, "ownershipEpoch": 1, "reason": "start_by"})
+        "agentId": s.w1.name, "ownershipEpoch": 1, "reason": "start_by", "attempt": 1})
+    assert s.item(item_id)["attempts"] == 1
     response = s.w1.send("work.start", {}, workItemId=item_id, ownershipEpoch=1)
     assert response.json()["error"]["code"] == "STALE_OWNERSHIP"
     s.offer(item_id, s.w2)

@@ -280,7 +280,8 @@ def test_sweepers_and_commands_across_groups_leave_every_group_consistent():
         check_invariants(s.world.group.id)
 
 
-# --- reassignment under autoDispatch (§11.5): a timeout and its re-offer are one append ---------
+# --- timeouts under autoDispatch (§11.4, §11.5): a timeout and its attempt's end are one append;
+# --- the retry after the backoff is another, made once -------------------------------------------
 
 def auto_running(s: Scenario, count: int) -> list:
     """`count` WorkItems of a Mission with automatic dispatch, offered to w1 alone,
@@ -304,12 +305,17 @@ def system_offers(group_id: str, item_id: str) -> int:
                                 actor="system").count()
 
 
-def test_a_late_renewal_against_the_sweep_reassigning_its_item():
+BACKOFF = timedelta(seconds=10)  # the sample contract's backoff after attempt 1
+
+
+def test_a_late_renewal_against_the_sweep_ending_its_attempt():
     s = cast()
     for _ in range(ROUNDS):
         items = auto_running(s, ITEMS)
         moment = max(expiry for _, _, expiry in items)
-        renewals = [s.w1.envelope("lease.renew", {}, **fields) for _, fields, _ in items]
+        # Renewed for longer than the backoff, so that the retry's sweep leaves them be.
+        renewals = [s.w1.envelope("lease.renew", {"leaseSeconds": 600}, **fields)
+                    for _, fields, _ in items]
         raced = ITEMS // 2  # the others' renewals come after the sweep: late for sure
         results = race([sweep_at(moment)]
                        + [lambda e=e: post(s.w1.token, s.world.group.id, e)
@@ -319,36 +325,41 @@ def test_a_late_renewal_against_the_sweep_reassigning_its_item():
         catch_up = sweeper.sweep(now=moment)
         swept = {k: swept[k] + catch_up[k] for k in swept}
         answers += [post(s.w1.token, s.world.group.id, e) for e in renewals[raced:]]
+        timed_out = []
         for (item_id, fields, _), (status, body) in zip(items, answers):
             item = s.item(item_id)
             if status == 200:  # renewed first: still w1's, live past the sweep's moment
                 assert (item["state"], item["owner"]) == ("active", s.w1.name)
                 assert parse_time(item["lease"]["expiresAt"]) > moment
-                assert system_offers(s.world.group.id, item_id) == 0
                 continue
-            # Swept first: expired, fenced and offered to another worker in one append;
+            # Swept first: expired, fenced and failed with a retry time in one append;
             # the late renewal is refused and kept for audit.
             assert body["error"]["code"] in ("LEASE_EXPIRED", "STALE_LEASE",
                                              "STALE_OWNERSHIP"), body
-            assert (item["state"], item["owner"], item["lease"]) == ("offered", None, None)
-            (live,) = [o["agentId"] for o in item["offers"] if o["status"] == "live"]
-            assert live == s.w2.name
-            assert system_offers(s.world.group.id, item_id) == 1
+            assert (item["state"], item["owner"], item["lease"]) == ("failed", None, None)
             audit = s.c.get(f"work-items/{item_id}/audit").json()
             assert "lease.renew" in [r["type"] for r in audit["refusedCommands"]]
-            # Exactly one live owner: the new one, under a higher epoch; the old lease stays dead.
+            timed_out.append((item_id, fields))
+        refused = len(timed_out)
+        assert refused >= ITEMS - raced
+        assert (swept["expiredLeases"], swept["expiredOwnerships"], swept["failed"],
+                swept["redispatched"]) == (refused, refused, refused, 0)
+        # Once the backoff has passed, each is offered again, once, to another worker.
+        assert sweeper.sweep(now=moment + BACKOFF)["redispatched"] == refused
+        for item_id, fields in timed_out:
+            assert system_offers(s.world.group.id, item_id) == 1
+            live = [o["agentId"] for o in s.item(item_id)["offers"] if o["status"] == "live"]
+            assert live == [s.w2.name]
+            # Exactly one live owner: the new one, under a higher epoch; the old lease
+            # stays dead.
             assert s.accept(item_id, s.w2)["ownershipEpoch"] == 2
             again = s.w1.send("lease.renew", {}, **fields)
             assert again.json()["error"]["code"] == "STALE_OWNERSHIP"
-        refused = sum(1 for status, _ in answers if status != 200)
-        assert refused >= ITEMS - raced
-        assert (swept["expiredLeases"], swept["expiredOwnerships"], swept["redispatched"]) == (
-            refused, refused, refused)
         check_invariants(s.world.group.id)
         end_round(s, items)
 
 
-def test_two_sweepers_reassign_every_timed_out_item_exactly_once():
+def test_two_sweepers_end_every_timed_out_attempt_exactly_once_and_retry_it_once():
     batches = [(s, auto_running(s, ITEMS)) for s in (cast() for _ in range(3))]
     moment = max(expiry for _, items in batches for _, _, expiry in items)
 
@@ -357,8 +368,14 @@ def test_two_sweepers_reassign_every_timed_out_item_exactly_once():
     total = len(batches) * ITEMS
     assert sum(r["expiredLeases"] for r in results) == total
     assert sum(r["expiredOwnerships"] for r in results) == total
-    assert sum(r["redispatched"] for r in results) == total
-    assert sweeper.sweep(now=moment)["redispatched"] == 0
+    assert sum(r["failed"] for r in results) == total
+    assert sum(r["redispatched"] for r in results) == 0
+    assert sweeper.sweep(now=moment)["failed"] == 0
+
+    retries = race([sweep_at(moment + BACKOFF) for _ in range(4)])
+
+    assert sum(r["redispatched"] for r in retries) == total
+    assert sweeper.sweep(now=moment + BACKOFF)["redispatched"] == 0
     for s, items in batches:
         for item_id, _, _ in items:
             assert system_offers(s.world.group.id, item_id) == 1

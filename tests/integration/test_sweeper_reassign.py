@@ -4,22 +4,25 @@ frozen with time_machine (tick=False) and moved by hand.
 - After the sweeper's `lease.expired` the item has no live owner for placement: it no
   longer counts against its former owner's maxConcurrency (the capacity backstop on
   `work.accept_offer`) and may be offered again at once.
-- Under `autoDispatch` the sweeper reassigns it in the same transaction: the expired owner
-  fenced (`work.ownership_expired`), then `work.offered` to the next-ranked worker,
-  resuming from the latest checkpoint; the same for a missed start-by deadline.
+- Under `autoDispatch` the sweeper ends the timed-out attempt in the same transaction: the
+  expired owner fenced (`work.ownership_expired`), then `work.failed` by the server with
+  system Evidence and a `retryAt` (the contract's backoff); once it is due the item is
+  offered to the best-ranked worker, resuming from the latest checkpoint. The same for a
+  missed start-by deadline, which is an attempt too.
 - A timed-out attempt counts against `retry.maxAttempts` as a failure does: with the
-  attempts spent the item ends `failed` with system Evidence and is not offered again.
+  attempts spent the item ends `failed`, exhausted, and is not offered again.
 - The sweeper's automatic dispatch loads every dependency it checks (§10.4): an item
   waiting on a dependency is not offered until the dependency allows it.
 """
 
 import json
+from datetime import timedelta
 
 import pytest
 
 from apps.ledger.verify import verify_group
 from apps.work import sweeper
-from mission_weave.protocol.timefmt import parse_time
+from mission_weave.protocol.timefmt import format_time, parse_time
 from tests.support import Scenario, contract, events_after, evidence, later, now
 
 SUMMARIZER = {"version": "1", "capabilities": [{"id": "summarize", "version": "1"}]}
@@ -100,22 +103,35 @@ def test_under_auto_dispatch_a_lease_timeout_is_reassigned_from_the_latest_check
     later(clock, (parse_time(resumed["expiresAt"]) - now()).total_seconds())
     result = sweeper.sweep()
 
-    assert counted(result) == {"expiredLeases": 1, "expiredOwnerships": 1, "redispatched": 1,
-                               "failed": 0}
-    expired, fenced, offered = events_after(s, head)
-    assert {e["actor"] for e in (expired, fenced, offered)} == {"system"}
-    assert expired["commandId"] == fenced["commandId"] == offered["commandId"]  # one append
+    assert counted(result) == {"expiredLeases": 1, "expiredOwnerships": 1, "redispatched": 0,
+                               "failed": 1}
+    expired, fenced, failed = events_after(s, head)
+    assert {e["actor"] for e in (expired, fenced, failed)} == {"system"}
+    assert expired["commandId"] == fenced["commandId"] == failed["commandId"]  # one append
     assert (expired["type"], expired["data"]) == (
         "lease.expired", {"leaseId": resumed["leaseId"], "reason": "timeout"})
     assert (fenced["type"], fenced["data"]) == ("work.ownership_expired", {
         "agentId": s.w1.name, "ownershipEpoch": 1, "reason": "lease"})
-    assert offered["type"] == "work.offered"
-    assert [o["agentId"] for o in offered["data"]["offers"]] == [s.w2.name]
-    how = offered["data"]["autoDispatch"]
-    assert (how["after"], how["resumeFrom"]["progress"]) == ("lease", progress)
+    # The attempt ended like a failure: offered again after the backoff (10 s after attempt 1).
+    assert failed["type"] == "work.failed"
+    assert (failed["data"]["by"], failed["data"]["reason"], failed["data"]["attempt"]) == (
+        "system", "lease timeout", 1)
+    assert (failed["data"]["retryAt"], failed["data"]["exhausted"]) == (
+        format_time(now() + timedelta(seconds=10)), False)
     item = s.item(item_id)
     assert (item["state"], item["owner"], item["lastCheckpoint"]["progress"]) == (
-        "offered", None, progress)
+        "failed", None, progress)
+
+    later(clock, 9)
+    assert counted(sweeper.sweep())["redispatched"] == 0
+    later(clock, 1)
+    assert counted(sweeper.sweep())["redispatched"] == 1
+    offered = s.item(item_id)["offers"]
+    # w1's timed-out attempt counts as a failure in its reliability: w2 ranks first.
+    assert [o["agentId"] for o in offered if o["status"] == "live"] == [s.w2.name]
+    (reoffer,) = events_after(s, s.world.head - 1)
+    assert reoffer["data"]["autoDispatch"]["after"] == "retry"
+    assert reoffer["data"]["autoDispatch"]["resumeFrom"]["progress"] == progress
 
     # The new owner takes it under a higher epoch, as the next attempt.
     assert s.accept(item_id, s.w2)["ownershipEpoch"] == 2
@@ -132,7 +148,7 @@ def test_under_auto_dispatch_a_lease_timeout_is_reassigned_from_the_latest_check
     assert verify_group(s.world.group.id) == []
 
 
-def test_under_auto_dispatch_a_missed_start_by_is_reassigned(s, clock):
+def test_under_auto_dispatch_a_missed_start_by_is_an_attempt_and_waits_its_backoff(s, clock):
     item_id = authorize(s, auto_mission(s))
     s.offer(item_id, s.w1)
     accepted = s.accept(item_id, s.w1)
@@ -140,14 +156,19 @@ def test_under_auto_dispatch_a_missed_start_by_is_reassigned(s, clock):
 
     later(clock, (parse_time(accepted["startBy"]) - now()).total_seconds())
     assert counted(sweeper.sweep()) == {"expiredLeases": 0, "expiredOwnerships": 1,
-                                        "redispatched": 1, "failed": 0}
+                                        "redispatched": 0, "failed": 1}
 
-    fenced, offered = events_after(s, head)
-    assert (fenced["type"], fenced["data"]["reason"]) == ("work.ownership_expired", "start_by")
-    assert [o["agentId"] for o in offered["data"]["offers"]] == [s.w2.name]
-    assert offered["data"]["autoDispatch"]["after"] == "start_by"
+    fenced, failed = events_after(s, head)
+    assert (fenced["type"], fenced["data"]["reason"], fenced["data"]["attempt"]) == (
+        "work.ownership_expired", "start_by", 1)
+    assert (failed["data"]["reason"], failed["data"]["attempt"]) == (
+        "start-by deadline missed", 1)
+    assert failed["data"]["retryAt"] == format_time(now() + timedelta(seconds=10))
     late = s.w1.send("work.start", {}, workItemId=item_id, ownershipEpoch=1)
     assert late.json()["error"]["code"] in ("STALE_OWNERSHIP", "TRANSITION_NOT_PERMITTED")
+
+    later(clock, 10)
+    assert counted(sweeper.sweep())["redispatched"] == 1
     assert s.accept(item_id, s.w2)["ownershipEpoch"] == 2
     assert verify_group(s.world.group.id) == []
 
@@ -160,7 +181,9 @@ def test_timed_out_attempts_count_against_max_attempts_and_then_the_item_fails(s
     s.accept(item_id, s.w1)
     s.start(item_id, s.w1)
 
-    later(clock, 300)  # the first attempt times out: reassigned
+    later(clock, 300)  # the first attempt times out: offered again after 30 s
+    assert counted(sweeper.sweep())["failed"] == 1
+    later(clock, 30)
     assert counted(sweeper.sweep())["redispatched"] == 1
     second = worker_named(s, s.item(item_id)["offers"][-1]["agentId"])
     s.accept(item_id, second)
@@ -168,10 +191,10 @@ def test_timed_out_attempts_count_against_max_attempts_and_then_the_item_fails(s
     head = s.world.head
 
     later(clock, 300)  # the second, last, attempt times out: failed, not offered again
-    assert counted(sweeper.sweep()) == {"expiredLeases": 1, "expiredOwnerships": 0,
+    assert counted(sweeper.sweep()) == {"expiredLeases": 1, "expiredOwnerships": 1,
                                         "redispatched": 0, "failed": 1}
 
-    expired, failed = events_after(s, head)
+    expired, _, failed = events_after(s, head)
     assert (expired["type"], failed["type"], failed["actor"]) == (
         "lease.expired", "work.failed", "system")
     data = failed["data"]
@@ -189,7 +212,7 @@ def test_timed_out_attempts_count_against_max_attempts_and_then_the_item_fails(s
     assert verify_group(s.world.group.id) == []
 
 
-def test_a_timed_out_item_nobody_may_take_now_is_retried_once_someone_may(s, clock):
+def test_a_timed_out_item_nobody_may_take_when_due_is_retried_once_someone_may(s, clock):
     item_id = authorize(s, auto_mission(s))
     s.offer(item_id, s.w1)
     s.accept(item_id, s.w1)
@@ -199,15 +222,16 @@ def test_a_timed_out_item_nobody_may_take_now_is_retried_once_someone_may(s, clo
     later(clock, 300)
     report_presence(s.w1, availableSlots=0, status="offline")  # fresh: younger than the TTL
     report_presence(s.w2, availableSlots=0, status="offline")
-    assert counted(sweeper.sweep()) == {"expiredLeases": 1, "expiredOwnerships": 0,
+    assert counted(sweeper.sweep()) == {"expiredLeases": 1, "expiredOwnerships": 1,
                                         "redispatched": 0, "failed": 1}
 
-    _, failed = events_after(s, head)
+    *_, failed = events_after(s, head)
     assert (failed["data"]["exhausted"], failed["data"]["by"]) == (False, "system")
     retry_at = parse_time(failed["data"]["retryAt"])
+    later(clock, (retry_at - now()).total_seconds())
+    assert counted(sweeper.sweep())["redispatched"] == 0  # nobody may take it yet
     assert s.item(item_id)["state"] == "failed"
     report_presence(s.w2, availableSlots=1, status="available")
-    later(clock, (retry_at - now()).total_seconds())
     assert counted(sweeper.sweep())["redispatched"] == 1
     assert [o["agentId"] for o in s.item(item_id)["offers"] if o["status"] == "live"] == [
         s.w2.name]

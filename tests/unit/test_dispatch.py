@@ -149,14 +149,12 @@ def dependent(item_state, **fields):
     return builders.work_item(item_state, depends_on=("wi_dep",), **fields)
 
 
-@pytest.mark.parametrize("situation", ["expired offers", "retry due", "lease timeout"])
+@pytest.mark.parametrize("situation", ["expired offers", "retry due"])
 def test_automatic_dispatch_never_offers_an_item_whose_dependency_it_did_not_load(situation):
     if situation == "expired offers":
         item, now = dependent(state.OFFERED, offer_queue=(WORKER_2,)), at(3601)
-    elif situation == "retry due":
-        item, now = dependent(state.FAILED, retry_at=at(-1)), T0
     else:
-        item, now = dependent(state.ACTIVE, owner_live=False), T0
+        item, now = dependent(state.FAILED, retry_at=at(-1)), T0
     context = builders.context(now=now)
     verified = builders.work_item(state.VERIFIED, item_id="wi_dep")
 
@@ -165,14 +163,18 @@ def test_automatic_dispatch_never_offers_an_item_whose_dependency_it_did_not_loa
     assert dispatch.redispatch(met, item, context)[-1].type == "work.offered"
 
 
-def test_a_sweep_leaves_an_item_with_an_unloaded_dependency_as_its_expiry_leaves_it():
+def test_a_timed_out_attempt_ends_whether_its_dependencies_are_loaded_or_not():
     from mission_weave.core import sweep
 
     item = dependent(state.ACTIVE, owner_live=False)
 
+    # Ending the attempt offers nothing: the retry's offer is the one that checks them
+    # (test above), so a view without them (a reconnection's) decides the same.
     drafts = sweep.decide(auto_view(item), builders.context(), dispatch.redispatch)
 
-    assert [d.type for d in drafts] == ["lease.expired"]
+    assert [d.type for d in drafts] == ["lease.expired", "work.ownership_expired",
+                                        "work.failed"]
+    assert drafts[-1].data["retryAt"] == builders.iso(10)
 
 
 @pytest.mark.parametrize("command_type", ["work.offer", "work.accept_offer", "work.start"])

@@ -1,7 +1,8 @@
 """The sweeper's pure decisions (mission_weave/core/sweep.py): which deadline rule fences whom,
 that an item already fenced, renewed or answered yields nothing, and what automatic
-dispatch does for an owner that timed out (§11.5): reassigned at once, or failed when its
-retry budget is spent (§11.4)."""
+dispatch does for an owner that timed out (§11.5): the attempt ends `failed` by the
+server, offered again after the contract's backoff, or never when its retry budget is
+spent (§11.4)."""
 
 from dataclasses import replace
 
@@ -17,7 +18,6 @@ from tests.unit.builders import (
     T0,
     WORKER,
     WORKER_2,
-    WORKER_3,
     apply,
     at,
     command,
@@ -90,43 +90,52 @@ def test_an_expired_lease_leaves_no_live_owner_and_the_item_is_re_offerable_at_o
 AUTO = [mission(auto_dispatch=True)]
 
 
-def test_under_auto_dispatch_a_lease_timeout_is_reassigned_in_the_same_sweep():
+def test_under_auto_dispatch_a_lease_timeout_ends_the_attempt_and_waits_its_backoff():
     checkpoint = {"progress": {"phase": "drafting"}, "stateArtifact": None, "at": iso(-30)}
     view = view_of(work_item(state.ACTIVE, owner_live=False, last_owner=WORKER,
                              last_checkpoint=checkpoint), missions=AUTO)
 
     drafts = sweep.decide(view, context(), dispatch.redispatch)
 
-    # §11.5: expired, the expired owner fenced, offered to the next-ranked worker (the
-    # owner that timed out comes last), resuming from the latest checkpoint.
+    # §11.4, §11.5: expired, the expired owner fenced, and the attempt ended like a failure:
+    # offered again once the contract's backoff after attempt 1 (10 s) has passed.
     assert kinds(drafts) == [("lease.expired", "timeout"), ("work.ownership_expired", "lease"),
-                             ("work.offered", None)]
+                             ("work.failed", "lease timeout")]
     assert drafts[1].data == {"agentId": WORKER, "ownershipEpoch": OWNERSHIP_EPOCH,
                               "reason": "lease"}
-    offered = drafts[2].data
-    assert [o["agentId"] for o in offered["offers"]] == [WORKER_2]
-    assert offered["pendingCandidates"] == [WORKER_3, WORKER]
-    assert offered["autoDispatch"] == {"after": "lease", "resumeFrom": checkpoint, "skipped": []}
-    assert "reassign" in offered["offers"][0]["selectionBasis"]["policyRules"]
+    failed = drafts[2].data
+    assert (failed["by"], failed["attempt"], failed["retryAt"], failed["exhausted"]) == (
+        "system", 1, iso(10), False)
+    assert "attempt 1 of 3" in failed["evidence"][0]["result"]
     assert sweep.counts(drafts) == {"expiredLeases": 1, "expiredOwnerships": 1,
-                                    "redispatched": 1, "failed": 0}
+                                    "redispatched": 0, "failed": 1}
 
-    item = apply(view, drafts).items[ITEM_ID]
-    assert (item.state, item.owner, item.last_checkpoint) == (state.OFFERED, None, checkpoint)
-    assert [o.agent_id for o in item.live_offers(T0)] == [WORKER_2]
-    accepted = _accept_by(apply(view, drafts), WORKER_2)
+    waiting = apply(view, drafts)
+    item = waiting.items[ITEM_ID]
+    assert (item.state, item.owner, item.retry_at, item.attempts) == (
+        state.FAILED, None, at(10), 1)
+    assert sweep.decide(waiting, context(now=at(9)), dispatch.redispatch) == []
+    (retried,) = sweep.decide(waiting, context(now=at(10)), dispatch.redispatch)
+    assert retried.type == "work.offered"
+    assert retried.data["autoDispatch"] == {"after": "retry", "resumeFrom": checkpoint,
+                                            "skipped": []}
+    accepted = _accept_by(apply(waiting, [retried], at(10)),
+                          retried.data["offers"][0]["agentId"], now=at(10))
     assert accepted[0].data["ownershipEpoch"] == OWNERSHIP_EPOCH + 1
 
 
-def test_under_auto_dispatch_a_missed_start_by_is_reassigned_too():
+def test_under_auto_dispatch_a_missed_start_by_is_an_attempt_and_waits_its_backoff_too():
     view = view_of(work_item(state.QUEUED, owner_live=False, last_owner=WORKER),
                    missions=AUTO)
 
     drafts = sweep.decide(view, context(), dispatch.redispatch)
 
-    assert kinds(drafts) == [("work.ownership_expired", "start_by"), ("work.offered", None)]
-    assert drafts[1].data["autoDispatch"]["after"] == "start_by"
-    assert [o["agentId"] for o in drafts[1].data["offers"]] == [WORKER_2]
+    assert kinds(drafts) == [("work.ownership_expired", "start_by"),
+                             ("work.failed", "start-by deadline missed")]
+    assert drafts[0].data["attempt"] == 1
+    assert (drafts[1].data["attempt"], drafts[1].data["retryAt"]) == (1, iso(10))
+    assert drafts[1].data["evidence"][0]["method"] == "start-by-deadline"
+    assert apply(view, drafts).items[ITEM_ID].attempts == 1
 
 
 def test_a_blocked_lease_running_out_is_not_reassigned():
@@ -145,8 +154,10 @@ def test_a_timed_out_attempt_counts_against_max_attempts():
 
         drafts = sweep.decide(view, context(), dispatch.redispatch)
 
-        assert kinds(drafts) == [("lease.expired", "timeout"), ("work.failed", "lease timeout")]
-        failed = drafts[1].data
+        assert kinds(drafts) == [("lease.expired", "timeout"),
+                                 ("work.ownership_expired", "lease"),
+                                 ("work.failed", "lease timeout")]
+        failed = drafts[2].data
         assert (failed["by"], failed["permanent"], failed["attempt"]) == ("system", False,
                                                                           attempts)
         assert (failed["retryAt"], failed["exhausted"], failed["exhaustedBy"]) == (
@@ -172,22 +183,21 @@ def test_a_timed_out_attempt_past_the_retry_deadline_is_not_reassigned():
 
     drafts = sweep.decide(view_of(item, missions=AUTO), context(), dispatch.redispatch)
 
-    assert kinds(drafts) == [("lease.expired", "timeout"), ("work.failed", "lease timeout")]
-    assert drafts[1].data["exhaustedBy"] == "deadline"
+    assert kinds(drafts)[-1] == ("work.failed", "lease timeout")
+    assert drafts[-1].data["exhaustedBy"] == "deadline"
 
 
-def test_a_timed_out_item_nobody_may_take_now_waits_for_its_retry():
+def test_a_timed_out_item_nobody_may_take_when_its_retry_is_due_waits_for_someone():
     view = view_of(work_item(state.ACTIVE, owner_live=False), missions=AUTO)
-    nobody = context(candidates={})
 
-    drafts = sweep.decide(view, nobody, dispatch.redispatch)
+    # The timeout's decision ranks nobody: the same with no candidate at all.
+    drafts = sweep.decide(view, context(candidates={}), dispatch.redispatch)
 
-    # Never left without a deadline the sweeper watches: failed, retried after the backoff.
-    assert kinds(drafts) == [("lease.expired", "timeout"), ("work.failed", "lease timeout")]
-    assert (drafts[1].data["retryAt"], drafts[1].data["exhausted"]) == (iso(10), False)
+    assert kinds(drafts)[-1] == ("work.failed", "lease timeout")
+    assert (drafts[-1].data["retryAt"], drafts[-1].data["exhausted"]) == (iso(10), False)
     waiting = apply(view, drafts)
-    assert sweep.decide(waiting, context(now=at(9)), dispatch.redispatch) == []
-    (retried,) = sweep.decide(waiting, context(now=at(10)), dispatch.redispatch)
+    assert sweep.decide(waiting, context(now=at(10), candidates={}), dispatch.redispatch) == []
+    (retried,) = sweep.decide(waiting, context(now=at(11)), dispatch.redispatch)
     assert (retried.type, retried.data["autoDispatch"]["after"]) == ("work.offered", "retry")
 
 

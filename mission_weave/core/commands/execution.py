@@ -343,13 +343,31 @@ def conversation_post(view, command, context):
 
 def revoke_for_session(view: View, agent_id: str, now: datetime, policy: Policy) -> list:
     """A replacement session revokes the agent's open leases; each WorkItem returns to
-    `queued` under the same owner before the new runtime may start it (§11.3)."""
+    `queued` under the same owner before the new runtime may start it (§11.3).
+
+    A lease already past its expiry is not handed back: it timed out, and the session gets
+    what the sweeper appends for it at `now` (sweep.decide): `lease.expired` (timeout) and,
+    under `autoDispatch`, the timed-out attempt's end (the owner fenced, `work.failed` with
+    its retry time or exhausted). That decision needs the item's Mission: without it in
+    the view, nothing is appended for such a lease, and the sweeper, which reads the
+    Mission, closes it (the lease stays unusable meanwhile: it is past its expiry)."""
+    # Imported here: sweep and dispatch import this package.
+    from .. import dispatch, sweep
+    from .base import Context
+
     start_by = after(now, policy.start_window_seconds)
-    # `reconnection`: what the Agent buffered offline before now may still be reconciled
-    # against this lease (§11.5); no other revocation allows that.
-    return [item_draft(item, "lease.revoked", {"leaseId": item.lease.id,
-                                               "reason": "session replaced",
-                                               "reconnection": True,
-                                               "returnTo": QUEUED, "startBy": start_by})
-            for item in view.items.values()
-            if item.state == ACTIVE and item.live_lease and item.lease.agent_id == agent_id]
+    context = Context(now=now, policy=policy)
+    drafts = []
+    for item in view.items.values():
+        if item.state != ACTIVE or not item.live_lease or item.lease.agent_id != agent_id:
+            continue
+        if now >= item.lease.expires_at:
+            if item.mission_id in view.missions:
+                drafts += sweep.decide(view, context, dispatch.redispatch, [item.id])
+            continue
+        # `reconnection`: what the Agent buffered offline before now may still be
+        # reconciled against this lease (§11.5); no other revocation allows that.
+        drafts.append(item_draft(item, "lease.revoked", {
+            "leaseId": item.lease.id, "reason": "session replaced", "reconnection": True,
+            "returnTo": QUEUED, "startBy": start_by}))
+    return drafts

@@ -1,5 +1,6 @@
-"""Offers and acceptance (§10.3): explicit or ranked placement, fencing an expired
-owner, decline, first-acceptance-wins, the capacity backstop."""
+"""Offers and acceptance (§10.3): explicit or ranked placement, exclusive work offered
+sequentially to the highest-ranked eligible worker, fencing an expired owner, decline,
+first-acceptance-wins, the capacity backstop."""
 
 
 from mission_weave.protocol.errors import ProtocolError
@@ -13,7 +14,6 @@ from .base import (
     Context,
     active_mission,
     after,
-    fence_expired_owner,
     item_draft,
     require_dependencies,
     target_item,
@@ -36,6 +36,8 @@ def _explicit_placement(item: WorkItem, body: dict, context: Context) -> tuple[l
                                 f"candidate {agent_id} is not a worker in this Group",
                                 {"path": "body.candidates", "candidate": agent_id})
     mode = body["mode"]
+    if ranking.exclusive(item.contract):  # sequential: work_offer refuses an urgent one
+        return _exclusive_placement(item, candidates, context)
     if mode == "urgent":
         limit = min(body.get("candidateCount", len(candidates)),
                     context.policy.max_urgent_candidates)
@@ -52,11 +54,33 @@ def _explicit_placement(item: WorkItem, body: dict, context: Context) -> tuple[l
             for agent_id in addressed], pending
 
 
+def _exclusive_placement(item: WorkItem, candidates: list, context: Context) -> tuple:
+    """Named candidates of an exclusive WorkItem (§10.3): the highest-ranked eligible one
+    is offered first and the other eligible ones queued by rank, whatever order the
+    Coordinator named them in; those not eligible now are queued last, in that order
+    (automatic dispatch skips them while they are not). None eligible: refused."""
+    policy = context.policy
+    rules = ["explicit-candidates", *ranking.AUTO_RULES, ranking.EXCLUSIVE, "mode:sequential"]
+    named = [context.candidates[agent_id] for agent_id in candidates]
+    ranked = ranking.rank(item.contract, named, context.now, policy.presence_ttl_seconds, rules)
+    if not ranked:
+        raise ProtocolError(
+            "TRANSITION_NOT_PERMITTED",
+            f"WorkItem {item.id} is exclusive: it is offered to the highest-ranked eligible "
+            "worker, and no candidate named is eligible now",
+            {"reason": "no eligible candidate",
+             "excluded": ranking.excluded(item.contract, named, context.now,
+                                          policy.presence_ttl_seconds)})
+    order = [entry["agentId"] for entry in ranked]
+    return ranked[:1], order[1:] + [a for a in candidates if a not in order]
+
+
 def _auto_placement(item: WorkItem, body: dict, context: Context) -> tuple[list, list]:
     """candidates "auto": the Group's members ranked by ranking.py; sequential offers the
     best and queues the rest, urgent offers the best `candidateCount` (bounded)."""
     mode, policy = body["mode"], context.policy
-    rules = ["auto-candidates", *ranking.AUTO_RULES, f"mode:{mode}"]
+    exclusive = [ranking.EXCLUSIVE] if ranking.exclusive(item.contract) else []
+    rules = ["auto-candidates", *ranking.AUTO_RULES, *exclusive, f"mode:{mode}"]
     pool = list(context.candidates.values())
     ranked = ranking.rank(item.contract, pool, context.now, policy.presence_ttl_seconds, rules)
     if not ranked:
@@ -88,6 +112,12 @@ def work_offer(view, command, context):
                             f"WorkItem {item.id} waits on its child Mission {child}",
                             {"childMissionId": child})
     body = command.body
+    if body["mode"] == "urgent" and ranking.exclusive(item.contract):
+        raise ProtocolError(
+            "VALIDATION_ERROR",
+            f"WorkItem {item.id} is exclusive: exclusive work is offered sequentially, to the "
+            "highest-ranked eligible worker first (§10.3), never to an urgent set of "
+            'candidates; send body.mode "sequential"', {"path": "body.mode", "exclusive": True})
     expires_at = parse_time(body["expiresAt"])
     if expires_at <= context.now:
         raise ProtocolError("VALIDATION_ERROR", "body.expiresAt must be in the future",
@@ -99,7 +129,7 @@ def work_offer(view, command, context):
     offers = [{"agentId": entry["agentId"], "expiresAt": format_time(expires_at), "rank": rank,
                "selectionBasis": entry["selectionBasis"]}
               for rank, entry in enumerate(addressed, start=1)]
-    drafts = fence_expired_owner(item, context.now)
+    drafts = dispatch.fence(item, context.now)  # a missed start-by counts its attempt
     live = [o.agent_id for o in item.live_offers(context.now)]
     if live:
         drafts.append(item_draft(item, "work.offer_withdrawn",
