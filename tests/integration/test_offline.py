@@ -498,7 +498,7 @@ def submitted(o: "Offline") -> None:
     s = o.s
     artifact = s.deliver(o.item_id, o.worker)
     o.worker.ok("work.submit", {"contractRevision": 1, "artifacts": [artifact],
-                                "evidence": [evidence(["c1"], producer=o.worker.principal)]},
+                                "evidence": [evidence(["ac1", "ac2"], producer=o.worker.principal)]},
                 workItemId=o.item_id, leaseId=o.started["leaseId"],
                 ownershipEpoch=o.started["ownershipEpoch"])
 
