@@ -21,7 +21,9 @@ def open_session(request: dict, now: datetime) -> dict:
 
 def revoke_agent_leases(agent_id: str, now: datetime) -> int:
     """Session replacement: in each Group, one system transaction revokes the agent's
-    open leases and returns those WorkItems to `queued` (§11.3). Returns the count."""
+    open leases and returns those WorkItems to `queued` (§11.3); a lease already past its
+    expiry is closed as the sweeper would close it (its Mission tells whether automatic
+    dispatch ends the attempt). Returns the count of events appended."""
     held = (models.WorkItem.objects.filter(owner=agent_id, state=ACTIVE, lease_id__isnull=False)
             .values_list("group_id", "work_item_id"))
     by_group = {}
@@ -32,6 +34,6 @@ def revoke_agent_leases(agent_id: str, now: datetime) -> int:
     for group_id, item_ids in by_group.items():
         events = pipeline.submit_system(
             group_id, lambda view: commands.revoke_for_session(view, agent_id, now, policy), now,
-            lambda gid, ids=item_ids: store.load_items(gid, ids))
+            lambda gid, ids=item_ids: store.load_items_and_missions(gid, ids))
         revoked += len(events)
     return revoked
