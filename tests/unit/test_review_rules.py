@@ -116,8 +116,20 @@ def test_the_agent_that_submitted_cannot_record_evidence_on_it_whatever_its_role
 
     assert error.code == "FORBIDDEN"
     assert error.details == {"submittedBy": WORKER, "ownershipEpoch": 1}
-    assert "no one reviews their own work" in error.message
+    assert "no one reviews or accepts their own work" in error.message
     assert [d.type for d in others] == ["evidence.recorded"]
+
+
+def test_the_agent_that_submitted_cannot_accept_it_as_the_missions_coordinator():
+    view, _ = submitted_world()
+    item = view.items[ITEM_ID]
+    view.missions[MISSION_ID] = replace(view.missions[MISSION_ID], coordinator_id=AGENT)
+    own = {"evidence": [evidence(["ac1", "ac2"], record_id="c1", result="pass: mine")]}
+
+    error = refusal(lambda: decide(view, "work.accept_result", own, item,
+                                   roles={"worker", "coordinator"}))
+
+    assert (error.code, error.details["submittedBy"]) == ("FORBIDDEN", WORKER)
 
 
 def test_a_submission_of_an_older_log_is_known_by_the_lease_it_closed():

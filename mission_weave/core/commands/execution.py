@@ -258,6 +258,7 @@ def _check_evidence_covers(item: WorkItem, evidence: list) -> None:
 def work_accept_result(view, command, context):
     item = target_item(view, command)
     active_mission(view, item.mission_id)
+    review.check_not_own_work(item, command)
     evidence = command.body.get("evidence", [])
     # §13.2: decided on all the Evidence recorded before it: the review is evaluated
     # again here (an evaluation that changed is appended first, so that the log holds

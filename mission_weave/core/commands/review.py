@@ -53,7 +53,7 @@ def evidence_record(view, command, context):
         raise ProtocolError("VALIDATION_ERROR",
                             "body.workItemId must be the envelope's workItemId",
                             {"path": "body.workItemId"})
-    _check_not_own_work(item, command)
+    check_not_own_work(item, command)
     review = item.review or {}
     known = {e["id"] for e in item.submission["evidence"]} | {
         e["id"] for e in review.get("reviewerEvidence", [])}
@@ -77,15 +77,15 @@ def submitter(item: WorkItem) -> str | None:
     return item.lease.agent_id if item.lease is not None else None
 
 
-def _check_not_own_work(item: WorkItem, command) -> None:
-    """§13.2: reviewer Evidence comes from someone else than the one whose work it is,
-    whatever roles it also holds (worker and reviewer, or coordinator)."""
+def check_not_own_work(item: WorkItem, command) -> None:
+    """§13.2: reviewer Evidence and the acceptance come from someone else than the one
+    whose work it is, whatever roles it also holds (worker and reviewer, or coordinator)."""
     agent = command.agent_id
     if agent is not None and agent == submitter(item):
         raise ProtocolError("FORBIDDEN",
                             f"you ({command.actor}) owned {item.id} during the attempt whose "
-                            "submission this is: no one reviews their own work, whatever their "
-                            "roles; another reviewer or the Coordinator records Evidence for it",
+                            "submission this is: no one reviews or accepts their own work, "
+                            "whatever their roles; another reviewer or Coordinator decides it",
                             {"submittedBy": agent,
                              "ownershipEpoch": (item.submission or {}).get(
                                  "ownershipEpoch", item.lease.ownership_epoch if item.lease
