@@ -352,6 +352,16 @@ MW_BLOB_MAX_BYTES = envint("MW_BLOB_MAX_BYTES", 1024 * 1024 * 1024)
 # The review pipeline (§13.2, apps/artifacts/tasks.py): the largest artifact it parses as
 # JSON for a schema or check (its content is held in memory).
 MW_REVIEW_MAX_JSON_BYTES = envint("MW_REVIEW_MAX_JSON_BYTES", 16 * 1024 * 1024)
+# The dashboard's artifact reader (apps/dashboard/reader.py, docs/architecture.md "The
+# artifact reader"). Text, Markdown and source are shown a page of about this many bytes
+# at a time (at least 1 KiB), never read whole.
+MW_READER_PAGE_BYTES = max(1024, envint("MW_READER_PAGE_BYTES", 64 * 1024))
+# CSV and TSV: the first this many data rows as a table; the rows after them are counted.
+MW_READER_CSV_ROWS = max(1, envint("MW_READER_CSV_ROWS", 200))
+# JSON up to this size is shown as a collapsible tree (parsed in memory); larger, as text.
+MW_READER_JSON_MAX_BYTES = envint("MW_READER_JSON_MAX_BYTES", 1024 * 1024)
+# Two submissions of a WorkItem are compared on their first this many bytes.
+MW_READER_DIFF_BYTES = envint("MW_READER_DIFF_BYTES", 256 * 1024)
 # "filesystem" (content-addressed files under MW_BLOB_ROOT) or "s3" (any S3-compatible
 # service through django-storages; MW_S3_* below). Uploads are spooled and verified in
 # MW_BLOB_ROOT/incoming either way.

@@ -17,7 +17,7 @@ from mission_weave.core import dag, lifecycle, ranking, retries, state
 from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 
-from . import access, budgets, contract_diff, conversation, graph, timeline
+from . import access, artifact_content, budgets, contract_diff, conversation, graph, timeline
 from . import inbox as inbox_rules
 from .access import NotFound, Viewer
 
@@ -307,13 +307,23 @@ def child_missions_of_item(viewer: Viewer, item: state.WorkItem) -> list:
         group_id=viewer.group_id, doc__parent_work_item_id=item.id).order_by("mission_id")]
 
 
-def artifact_page(viewer: Viewer, name: str) -> dict:
+def artifact_record(viewer: Viewer, name: str) -> dict:
+    """The artifact `name` of the viewer's Group: NotFound for a malformed name and for
+    one unknown here (another Group's artifact is as unknown as one never published)."""
     if not HASH.match(name):
         raise NotFound(name)
     try:
-        return {"provenance": provenance.graph(viewer.group_id, name)}
+        return provenance.record(viewer.group_id, name)
     except ProtocolError as error:  # NOT_FOUND: unknown in this Group
         raise NotFound(name) from error
+
+
+def artifact_page(viewer: Viewer, name: str, now, page: int = 1, as_text: bool = False) -> dict:
+    """The artifact's content as the reader shows it by its media type (a page of it for
+    text), its manifest and its provenance."""
+    record = artifact_record(viewer, name)
+    return {"provenance": provenance.graph(viewer.group_id, name),
+            "reading": artifact_content.reading(viewer, record, now, page, as_text)}
 
 
 # --- planning: who may be named, what may be placed where ------------------------------

@@ -39,5 +39,7 @@ urlpatterns = [
     path(f"{W}/fail", views.fail, name="fail"),
     path(f"{W}/grant-execution", views.grant_execution, name="grant_execution"),
     path(f"{W}/refuse-execution", views.refuse_execution, name="refuse_execution"),
+    path(f"{W}/submissions", views.submissions, name="submissions"),
     path(f"{G}/artifacts/<id:name>/", views.artifact, name="artifact"),
+    path(f"{G}/artifacts/<id:name>/content", views.artifact_content, name="artifact_content"),
 ]

@@ -16,6 +16,8 @@ from apps.api import errors as api_errors
 from mission_weave.protocol.timefmt import format_time
 
 from . import access, actions, contract_form, forms, pages
+from . import artifact_content as content
+from . import submissions as submission_pages
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +129,38 @@ def item_forms(viewer, page: dict, bound: dict) -> dict:
 
 @member_page
 def artifact(request, viewer, name):
-    return _render(request, viewer, "dashboard/artifact.html", pages.artifact_page(viewer, name))
+    """The artifact reader: its content by media type (a page of it), manifest, provenance."""
+    page = pages.artifact_page(viewer, name, timezone.now(), _page_number(request),
+                               request.GET.get("as") == "text")
+    return _reader_page(_render(request, viewer, "dashboard/artifact.html", page))
+
+
+@member_page
+def artifact_content(request, viewer, name):
+    """The raw bytes, verified, sandboxed (apps/dashboard/artifact_content.py); after the
+    same checks as the artifact page, so whoever may not see it gets the same 404."""
+    record = pages.artifact_record(viewer, name)
+    return content.response(viewer, record, timezone.now(), request.GET.get("download") == "1")
+
+
+@member_page
+def submissions(request, viewer, item_id):
+    page = submission_pages.page(viewer, item_id, timezone.now(), request.GET.get("at"))
+    return _reader_page(_render(request, viewer, "dashboard/submissions.html", page))
+
+
+def _page_number(request) -> int:
+    try:
+        return int(request.GET.get("page", "1"))
+    except ValueError:
+        return 1
+
+
+def _reader_page(response):
+    """A page that shows agent content (sanitized) gets a CSP that loads nothing from
+    elsewhere and runs only the dashboard's own scripts."""
+    response["Content-Security-Policy"] = content.PAGE_CSP
+    return response
 
 
 # --- actions: each one command through the pipeline; a refusal is shown, nothing changes

@@ -409,6 +409,8 @@ DASHBOARD = {
     "refuse_execution": ("POST", "work-items/{approval}/refuse-execution",
                          {"refuse-reason": "no"}, "approval.refuse_execution"),
     "artifact": ("GET", "artifacts/{artifact}/", None, None),
+    "artifact_content": ("GET", "artifacts/{artifact}/content", None, None),
+    "submissions": ("GET", "work-items/{open}/submissions", None, None),
 }
 # Pages that take the Mission's Coordinator (or a delegate) even to show their form.
 COORDINATOR_PAGES = frozenset({"new_item", "authorize_proposal", "revise"})

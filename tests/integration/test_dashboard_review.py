@@ -71,8 +71,9 @@ def test_a_human_sees_why_an_item_was_verified_and_approves(transactional_db, ea
     assert 'id="item-state">verified<' in decided
     assert f"Accepted by <strong>{coordinator.principal}</strong>" in decided
     assert 'verdict-pass">pass</span>' in decided and "pass: the review passed" in decided
-    # The artifact: its download link serves the bytes, its provenance page the manifest.
-    assert f'href="/api/v1/blobs/{name}"' in decided
+    # The artifact: its download link (the reader's content endpoint) and the API serve the
+    # bytes, its page the manifest.
+    assert f'href="/g/{s.world.group.id}/artifacts/{name}/content?download=1"' in decided
     assert f'href="/g/{s.world.group.id}/artifacts/{name}/"' in decided
     assert blob.status_code == 200
     assert b"".join(blob.streaming_content) == json.dumps(document).encode()
