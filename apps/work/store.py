@@ -82,7 +82,9 @@ def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[li
     if isinstance(contract, dict) and isinstance(contract.get("dependencies"), dict):
         deps = contract["dependencies"].get("workItems")
         item_ids |= {d for d in deps if isinstance(d, str)} if isinstance(deps, list) else set()
-    mission_ids = {body["missionId"]} if isinstance(body.get("missionId"), str) else set()
+    # The Missions the body names, a client-chosen child Mission's id too: is it taken?
+    mission_ids = {body[name] for name in ("missionId", "childMissionId")
+                   if isinstance(body.get(name), str)}
     refs = artifact_refs.references(command.type, body)  # what a §13 document cites
     item_ids |= refs.items
     mission_ids |= refs.missions
@@ -217,44 +219,41 @@ def differences(group_id: str, replayed: View) -> list:
 def candidates(group_id: str, command: Command, view: View | None = None) -> dict:
     """The facts (commands.Candidate) of the agents a command may place work with:
     work.offer's named candidates, or every worker of the Group for "auto"; the actor of
-    work.accept_offer (the capacity backstop); the pending candidates of a
-    work.decline_offer under autoDispatch (the next offer)."""
+    work.accept_offer (the capacity backstop, no history needed); the pending candidates
+    of a work.decline_offer under autoDispatch (the next offer)."""
     body = command.body if isinstance(command.body, dict) else {}
     item = view.items.get(command.work_item_id) if view is not None else None
-    capabilities = capability_ids(item)
     if command.type == "work.offer":
         names = body.get("candidates")
         if names == "auto":
-            return candidate_facts(group_id, None, capabilities)
+            return candidate_facts(group_id, None, history=True)
         if isinstance(names, list):
-            return candidate_facts(group_id, [n for n in names if isinstance(n, str)], capabilities)
+            return candidate_facts(group_id, [n for n in names if isinstance(n, str)],
+                                   history=True)
     elif command.type == "work.accept_offer" and command.agent_id:
         return candidate_facts(group_id, [command.agent_id])
     elif command.type == "work.decline_offer" and item is not None and item.offer_queue:
         mission = view.missions.get(item.mission_id)
         if mission is not None and mission.auto_dispatch:
-            return candidate_facts(group_id, item.offer_queue, capabilities)
+            return candidate_facts(group_id, item.offer_queue, history=True)
     return {}
 
 
-def capability_ids(item: state.WorkItem | None) -> tuple:
-    """The capability ids a WorkItem's contract requires (for reliability history)."""
-    if item is None:
-        return ()
-    return tuple(sorted({c["id"] for c in item.contract.get("capabilities", [])}))
-
-
-def candidate_facts(group_id: str, agent_ids=None, capabilities=()) -> dict:
+def candidate_facts(group_id: str, agent_ids=None, history: bool = False) -> dict:
     """agent id -> Candidate for the Group's active agent members among `agent_ids`, or
     for every active worker when `agent_ids` is None: roles, Agent Card, Presence,
     current load (WorkItems owned in queued, or in active under an open lease, in any
-    Group: an item whose lease timed out has no live owner, §11.5) and, for the given
-    capability ids, the verified/failed history in this Group. Three queries, set-based,
-    in two round trips. The sweeper builds its Context with this."""
+    Group: an item whose lease timed out has no live owner, §11.5) and, with `history`,
+    the WorkItems of this Group each owned last that ended verified or failed, counted by
+    the capability ids their contracts required (core/ranking.py picks those that count
+    for a contract). Set-based statements in one round trip. The sweeper builds its
+    Context with this."""
     where = ("1 = 1", []) if agent_ids is None else _in(
         "m.principal", {f"agent:{n}" for n in agent_ids})
     members = (f"m.group_id = %s AND m.active AND {where[0]}", [group_id, *where[1]])
-    rows, loads = db.fetch_all([
+    agents_of_members = (f"SELECT substr(m.principal, 7) FROM {Membership._meta.db_table} m "
+                         f"WHERE {members[0]} AND m.principal LIKE 'agent:%%'")
+    statements = [
         (f"SELECT a.id, a.card, m.roles, p.available_slots, p.status, p.reported_at "
          f"FROM {Membership._meta.db_table} m "
          f"JOIN {Agent._meta.db_table} a ON m.principal = 'agent:' || a.id "
@@ -263,10 +262,12 @@ def candidate_facts(group_id: str, agent_ids=None, capabilities=()) -> dict:
         # The load counts work in every Group, so it reads them all (once the tables are
         # distributed by Group, every shard): a statement of its own, not a subquery
         # correlated with this Group's rows, which Citus could not plan. Same round trip.
-        (f"SELECT owner, count(*) FROM {ITEMS} WHERE owner IN (SELECT substr(m.principal, 7) "
-         f"FROM {Membership._meta.db_table} m WHERE {members[0]} "
-         f"AND m.principal LIKE 'agent:%%') AND state IN ('queued', 'active') "
-         f"AND (state = 'queued' OR lease_id IS NOT NULL) GROUP BY owner", members[1])])
+        (f"SELECT owner, count(*) FROM {ITEMS} WHERE owner IN ({agents_of_members}) "
+         f"AND state IN ('queued', 'active') "
+         f"AND (state = 'queued' OR lease_id IS NOT NULL) GROUP BY owner", members[1])]
+    if history:
+        statements.append(_history(group_id, agents_of_members, members[1]))
+    rows, loads, *ended = db.fetch_all(statements)
     loads = dict(loads)
     facts = {}
     for agent_id, card, roles, slots, status, reported_at in rows:
@@ -275,31 +276,27 @@ def candidate_facts(group_id: str, agent_ids=None, capabilities=()) -> dict:
             continue
         presence = None if status is None else PresenceReport(slots, status, db.aware(reported_at))
         facts[agent_id] = (roles, db.from_json(card), presence, loads.get(agent_id, 0))
-    history = _reliability(group_id, facts, capabilities)
-    return {agent_id: Candidate(agent_id, roles, card, presence, history.get(agent_id, {}), load)
+    reliability = {}
+    for owner, capabilities, item_state, count in (ended[0] if ended else ()):
+        counts = reliability.setdefault(owner, {}).setdefault(
+            frozenset(capabilities), {"verified": 0, "failed": 0})
+        counts[item_state] = count
+    return {agent_id: Candidate(agent_id, roles, card, presence, reliability.get(agent_id, {}),
+                                load)
             for agent_id, (roles, card, presence, load) in facts.items()}
 
 
-def _reliability(group_id: str, agent_ids, capabilities) -> dict:
-    """agent id -> {capability id -> {verified, failed}}: the WorkItems of this Group each
-    agent owned last that ended verified or failed, per capability their contract required."""
-    if not agent_ids or not capabilities:
-        return {}
-    owners, caps = _in("last_owner", agent_ids), _in("capability", capabilities)
-    source = (f"SELECT w.doc->>'last_owner' AS last_owner, c->>'id' AS capability, w.state "
-              f"FROM {ITEMS} w CROSS JOIN LATERAL "
-              f"jsonb_array_elements(w.doc->'contract'->'capabilities') c")
-    rows = db.fetch(
-        f"SELECT last_owner, capability, state, count(*) FROM ({source} "
-        f"WHERE w.group_id = %s AND w.state IN ('verified', 'failed')) h "
-        f"WHERE {owners[0]} AND {caps[0]} GROUP BY last_owner, capability, state",
-        [group_id, *owners[1], *caps[1]])
-    history = {}
-    for owner, capability, item_state, count in rows:
-        counts = history.setdefault(owner, {}).setdefault(capability,
-                                                          {"verified": 0, "failed": 0})
-        counts[item_state] = count
-    return history
+def _history(group_id: str, agents: str, params: list) -> tuple:
+    """(owner, [capability ids its contract required], state, count) for the WorkItems of
+    this Group that ended verified or failed, by the agent that owned them last, among the
+    `agents` subquery's. Every such WorkItem counts, those that required no capability too
+    (the owner is cleared when an item fails, never `last_owner`)."""
+    required = ("ARRAY(SELECT DISTINCT c->>'id' "
+                "FROM jsonb_array_elements(w.doc->'contract'->'capabilities') c ORDER BY 1)")
+    return (f"SELECT w.doc->>'last_owner', {required}, w.state, count(*) FROM {ITEMS} w "
+            f"WHERE w.group_id = %s AND w.state IN ('verified', 'failed') "
+            f"AND w.doc->>'last_owner' IN ({agents}) GROUP BY 1, 2, 3",
+            [group_id, *params])
 
 
 RANK_COLUMNS = ["urgency_rank", "impact_rank", "deadline"]  # of the contract

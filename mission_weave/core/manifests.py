@@ -110,26 +110,45 @@ def require_in_mission(artifacts: dict, hashes, path: str, mission_id: str,
                                 {"path": f"{path}[{index}]", "hash": name})
 
 
-def require_cited_evidence(view, command) -> None:
-    """§13.2, §13.3: the Evidence a command carries (`body.evidence`: a list, or one
-    record) cites only artifacts of this Group (NOT_FOUND otherwise) that the Mission of
-    the WorkItem it acts on may cite (VALIDATION_ERROR otherwise)."""
-    body = command.body
-    evidence = body.get("evidence") if isinstance(body, dict) else None
+def cited(body) -> list[tuple[str, str]]:
+    """(hash, path) of every artifact a command body cites besides a §13 document's own
+    members: its Evidence's (`body.evidence`, a list or one record) and a checkpoint's state
+    artifact (`work.checkpoint`, and `work.block`'s checkpoint). Strings only: the body's
+    schema has refused anything else by the time it is checked."""
+    if not isinstance(body, dict):
+        return []
+    evidence = body.get("evidence")
     if isinstance(evidence, dict):
-        cited = [(evidence.get("artifacts", ()), "body.evidence.artifacts")]
+        records_at = [(evidence, "body.evidence")]
     elif isinstance(evidence, list):
-        cited = [(record.get("artifacts", ()), f"body.evidence[{index}].artifacts")
-                 for index, record in enumerate(evidence)]
+        records_at = [(record, f"body.evidence[{i}]") for i, record in enumerate(evidence)]
     else:
-        return
-    for hashes, path in cited:
-        require_artifacts(view.artifacts, hashes, path)
-    item = view.items.get(command.work_item_id) if command.work_item_id else None
-    if item is None:
-        return
-    for hashes, path in cited:
-        require_in_mission(view.artifacts, hashes, path, item.mission_id)
+        records_at = []
+    found = [(name, f"{path}.artifacts[{j}]") for record, path in records_at
+             if isinstance(record, dict) and isinstance(record.get("artifacts"), list)
+             for j, name in enumerate(record["artifacts"]) if isinstance(name, str)]
+    checkpoint = body.get("checkpoint")
+    for holder, path in ((body, "body.stateArtifact"),
+                         (checkpoint, "body.checkpoint.stateArtifact")):
+        if isinstance(holder, dict) and isinstance(holder.get("stateArtifact"), str):
+            found.append((holder["stateArtifact"], path))
+    return found
+
+
+def require_cited(view, command) -> None:
+    """§13.2, §13.3: what a command body cites (`cited`) is an artifact of this Group
+    (NOT_FOUND otherwise) that the Mission of the object the command acts on may cite
+    (VALIDATION_ERROR otherwise), `details.path` naming the entry."""
+    references = cited(command.body)
+    for name, path in references:
+        if name not in view.artifacts:
+            raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} in this Group",
+                                {"path": path, "hash": name})
+    mission = command.target.mission
+    for name, path in references if mission is not None else ():
+        why = outside_mission(view.artifacts[name], mission.id)
+        if why is not None:
+            raise ProtocolError("VALIDATION_ERROR", f"{path}: {why}", {"path": path, "hash": name})
 
 
 @dataclass(frozen=True)
@@ -154,9 +173,7 @@ def references(command_type: str, body) -> Refs:
     """The Missions, WorkItems, artifacts and packages a (not yet validated) body names."""
     if not isinstance(body, dict):
         return Refs()
-    evidence = body.get("evidence")
-    records = evidence if isinstance(evidence, list) else [evidence]
-    cited = {h for r in records if isinstance(r, dict) for h in _strings(r.get("artifacts"))}
+    named = {name for name, _ in cited(body)}
     if command_type == "artifact.publish":
         return Refs(frozenset(_string(body.get("missionId"))),
                     frozenset(_string(body.get("workItemId"))),
@@ -170,5 +187,5 @@ def references(command_type: str, body) -> Refs:
     if command_type in ("artifact.forward", "artifact.approve_forwarding"):
         return Refs(artifacts=frozenset(_string(body.get("hash"))))
     if command_type == "work.submit":  # its deliverables, besides what its Evidence cites
-        cited |= _strings(body.get("artifacts"))
-    return Refs(artifacts=frozenset(cited))
+        named |= _strings(body.get("artifacts"))
+    return Refs(artifacts=frozenset(named))

@@ -15,8 +15,12 @@ STATE_HASH = "sha256:" + "ab" * 32
 
 
 def active():
+    """An active item, and a state artifact STATE_HASH published for it."""
     item = builders.work_item(state.ACTIVE)
-    return item, builders.view_of(item)
+    view = builders.view_of(item)
+    view.artifacts[STATE_HASH] = {**builders.with_deliverable(builders.view_of(item)).artifacts[
+        builders.DELIVERABLE], "hash": STATE_HASH}
+    return item, view
 
 
 def block(item, checkpoint, **extra):

@@ -160,3 +160,28 @@ def test_a_command_on_the_group_names_no_workitem():
     error = refusal(two_missions(), command)
 
     assert (error.code, error.details["path"]) == ("VALIDATION_ERROR", "workItemId")
+
+
+# --- a checkpoint's state artifact is one its Mission may cite --------------------------------
+
+@pytest.mark.parametrize("type_, body, path", [
+    ("work.checkpoint", lambda name: {"progress": {"phase": "p"}, "stateArtifact": name},
+     "body.stateArtifact"),
+    ("work.block", lambda name: {"checkpoint": {"progress": {"phase": "p"},
+                                                "stateArtifact": name},
+                                 "requiredResolution": "x"},
+     "body.checkpoint.stateArtifact")])
+def test_a_state_artifact_is_this_missions(type_, body, path):
+    item = work_item("active", item_id="wi_a", mission_id=A)
+    view = two_missions()
+    view.items["wi_a"] = item
+    foreign = "sha256:" + "f" * 64
+    view.artifacts[foreign] = {"hash": foreign, "origin": "published", "manifest": {
+        "missionId": B, "workItemId": "wi_b", "groupId": "grp_1", "classification": "internal",
+        "sources": []}}
+
+    unknown = refusal(view, build_command(type_, body("sha256:" + "0" * 64), item))
+    other = refusal(view, build_command(type_, body(foreign), item))
+
+    assert (unknown.code, unknown.details["path"]) == ("NOT_FOUND", path)
+    assert (other.code, other.details["path"]) == ("VALIDATION_ERROR", path)

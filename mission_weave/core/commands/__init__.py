@@ -106,9 +106,9 @@ def decide(view: View, command: Command, context: Context) -> list:
     drafts = spec.handle(view, command, context)
     if command.offline is not None:
         drafts = usage.reconcile(view, command, context, drafts)
-    # §13.2: Evidence cites artifacts published in this Group; checked after the
-    # command's own rules, so that a fenced owner still hears STALE_OWNERSHIP first.
-    manifests.require_cited_evidence(view, command)
+    # §13.2, §13.3: Evidence and state artifacts cite this Mission's artifacts; checked
+    # after the command's own rules, so that a fenced owner still hears STALE_OWNERSHIP first.
+    manifests.require_cited(view, command)
     return drafts
 
 
