@@ -11,6 +11,9 @@ one component each, `$ref`'d wherever the source reuses the same dict.
 `postprocess` (SPECTACULAR_SETTINGS["POSTPROCESSING_HOOKS"]) adds the components; the
 views' `extend_schema` refer to them with `ref()`, `json_body()` and `errors()`.
 
+Each `<Type>Command` carries an example envelope (apps/api/examples.py), and the commands
+endpoint offers them all by type; tests/integration/test_openapi_examples.py posts each one.
+
 The answers have no JSON Schema of their own on the server (reads.py and the views build
 them); their shapes are written once here, and tests/integration/test_openapi.py checks
 real answers against them.
@@ -30,6 +33,8 @@ from mission_weave.core import commands, lifecycle
 from mission_weave.core import schemas as work
 from mission_weave.core import state as work_state
 from mission_weave.protocol.errors import HTTP_STATUS
+
+from . import examples
 
 COMPONENTS = "#/components/schemas/"
 
@@ -141,8 +146,8 @@ def _roles_text(command_type: str) -> str:
 
 def _command_components(named: dict) -> dict:
     """One `<Type>Command` per command type (the envelope with `type` fixed and `body`
-    its body schema), `<Type>Body` where the body is not a named component, and
-    CommandEnvelope: a oneOf over them, discriminated by `type`."""
+    its body schema, and an example), `<Type>Body` where the body is not a named component,
+    and CommandEnvelope: a oneOf over them, discriminated by `type`."""
     found, mapping = {}, {}
     base = convert(source(ENVELOPE), named)
     for command_type in commands.COMMAND_TYPES:
@@ -150,11 +155,13 @@ def _command_components(named: dict) -> dict:
         if body is not None:
             found[pascal(command_type) + "Body"] = body
         variant = copy.deepcopy(base)
-        variant["title"] = f"{command_type} command"
+        name = pascal(command_type) + "Command"
+        variant["title"] = f"{name}: {command_type}"
         variant["description"] = _roles_text(command_type)
         variant["properties"]["type"] = {"type": "string", "enum": [command_type]}
         variant["properties"]["body"] = body_schema
-        name = pascal(command_type) + "Command"
+        if command_type in examples.COMMANDS:  # each has one (test_openapi_examples.py)
+            variant["examples"] = [examples.example(command_type)]
         found[name] = variant
         mapping[command_type] = COMPONENTS + name
     found["CommandType"] = {"type": "string", "enum": list(commands.COMMAND_TYPES)}
@@ -389,10 +396,19 @@ RATE_LIMITED_ANSWER = {
 }
 
 
+def command_examples() -> dict:
+    """The commands endpoint's request examples, one per command type (a Media Type
+    Object's `examples`: Swagger UI and ReDoc offer them by name)."""
+    return {command_type: {"summary": _roles_text(command_type).split(":", 1)[0].strip("`"),
+                           "description": _roles_text(command_type),
+                           "value": examples.example(command_type)}
+            for command_type in commands.COMMAND_TYPES if command_type in examples.COMMANDS}
+
+
 def postprocess(result, generator, request, public):
     """drf-spectacular hook: add the components, mark every request body required (a raw
-    schema in `extend_schema(request=...)` leaves it optional) and give every operation its
-    429 answer."""
+    schema in `extend_schema(request=...)` leaves it optional), give every operation its
+    429 answer, and a command body an example per command type."""
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
     schemas.update(components())
     for operations in result.get("paths", {}).values():
@@ -401,6 +417,9 @@ def postprocess(result, generator, request, public):
                 continue
             if "requestBody" in operation:
                 operation["requestBody"]["required"] = True
+                media = operation["requestBody"].get("content", {}).get("application/json", {})
+                if media.get("schema") == ref("CommandEnvelope"):
+                    media["examples"] = command_examples()
             operation.setdefault("responses", {}).setdefault(
                 "429", copy.deepcopy(RATE_LIMITED_ANSWER))
     return result
