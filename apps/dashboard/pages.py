@@ -344,8 +344,7 @@ def placement(viewer: Viewer, item: state.WorkItem, now) -> dict:
     """What `work.offer` with candidates "auto" would find right now: the eligible
     workers ranked with their full selection basis, and why the others are not
     (the same facts and ranking the pipeline uses, apps/work/store.py, core/ranking.py)."""
-    pool = list(store.candidate_facts(viewer.group_id, None,
-                                      store.capability_ids(item)).values())
+    pool = list(store.candidate_facts(viewer.group_id, None, history=True).values())
     ttl = policy().presence_ttl_seconds
     facts = {c.agent_id: c for c in pool}
     return {"ranked": ranking.rank(item.contract, pool, now, ttl),

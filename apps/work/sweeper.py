@@ -213,9 +213,8 @@ class _GroupRound:
         placing = [view.items[i] for i in self.item_ids if i in view.items]
         if placing:
             # Automatic dispatch ranks the Group's workers: their facts join the context.
-            capabilities = sorted({c for i in placing for c in store.capability_ids(i)})
             self.context = replace(self.context, candidates=store.candidate_facts(
-                group_id, None, capabilities))
+                group_id, None, history=True))
         return view
 
     def decide(self, view) -> list:

@@ -3,8 +3,9 @@ order, and the structured selection basis recorded for each. Pure: plain data in
 data out, the time is an argument; no Django, no clock.
 
 The facts about one Agent are a `Candidate`: its roles in the Group, its Agent Card,
-its last Presence report, its verified/failed history per capability in this Group and
-its current load (WorkItems it owns in `queued` or `active`, in every Group).
+its last Presence report, its history in this Group (the WorkItems it owned last that
+ended verified or failed, counted by the set of capability ids their contracts required)
+and its current load (WorkItems it owns in `queued` or `active`, in every Group).
 
 Policy (the `policyRules` an automatic ranking records, in the order applied):
 
@@ -16,9 +17,11 @@ Policy (the `policyRules` an automatic ranking records, in the order applied):
   say `offline` and must report at least one available slot. A stale or missing
   Presence report counts as unknown, not as zero: the card's headroom stands in.
 - `reliability-then-availability`: eligible Agents are ordered by their reliability
-  for the required capabilities (verified / failed WorkItems they last owned in this
-  Group, Laplace-smoothed: (verified + 1) / (verified + failed + 2), so an Agent with
-  no history scores 1/2), then by availability (a fresh Presence report before an
+  for the required capabilities (the WorkItems they last owned in this Group that ended
+  verified or failed and required any of them, each counted once however many of them it
+  required; for a contract that requires none, every such WorkItem), Laplace-smoothed:
+  (verified + 1) / (verified + failed + 2), so an Agent with no history scores 1/2; then
+  by availability (a fresh Presence report before an
   unknown one, then more free slots first), then by the lower expected wait.
 - `tie-break:agent-id`: what is still equal is ordered by agent id, so the same facts
   always give the same ranking.
@@ -73,7 +76,9 @@ class Candidate:
     roles: frozenset
     card: dict
     presence: Presence | None = None
-    reliability: dict = field(default_factory=dict)  # capability id -> {verified, failed}
+    # The WorkItems of this Group it owned last that ended verified or failed:
+    # frozenset of the capability ids their contract required -> {verified, failed}.
+    reliability: dict = field(default_factory=dict)
     load: int = 0  # WorkItems it owns in queued or active, across all Groups
 
     @property
@@ -121,15 +126,28 @@ def expected_cost(contract: dict, candidate: Candidate) -> dict:
             "expectedWaitSeconds": wall_clock * candidate.load // max(candidate.max_concurrency, 1)}
 
 
+SCOPE = "this Group, WorkItems last owned"
+SCOPE_ANY = "this Group, WorkItems last owned, any capability (the contract requires none)"
+
+
+def _tally(history: dict, counts) -> dict:
+    """{verified, failed} over the history entries whose capability set `counts`."""
+    chosen = [outcome for capabilities, outcome in history.items() if counts(capabilities)]
+    return {"verified": sum(o.get("verified", 0) for o in chosen),
+            "failed": sum(o.get("failed", 0) for o in chosen)}
+
+
 def reliability(contract: dict, candidate: Candidate) -> dict:
-    required = sorted({c["id"] for c in contract.get("capabilities", [])})
-    per_capability = {cap: {"verified": candidate.reliability.get(cap, {}).get("verified", 0),
-                            "failed": candidate.reliability.get(cap, {}).get("failed", 0)}
-                      for cap in required}
-    verified = sum(c["verified"] for c in per_capability.values())
-    failed = sum(c["failed"] for c in per_capability.values())
-    return {"verified": verified, "failed": failed, "perCapability": per_capability,
-            "scope": "this Group, WorkItems last owned"}
+    """The candidate's verified and failed WorkItems that count for this contract: those
+    that required any of its capabilities, each once (perCapability: by capability), or
+    all of them when it requires none."""
+    required = frozenset(c["id"] for c in contract.get("capabilities", []))
+    history = candidate.reliability
+    per_capability = {cap: _tally(history, lambda ids, cap=cap: cap in ids)
+                      for cap in sorted(required)}
+    overall = _tally(history, lambda ids: not required or not required.isdisjoint(ids))
+    return {**overall, "perCapability": per_capability,
+            "scope": SCOPE if required else SCOPE_ANY}
 
 
 def basis(contract: dict, candidate: Candidate, rules, now: datetime, ttl_seconds: int) -> dict:

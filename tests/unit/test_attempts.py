@@ -218,8 +218,8 @@ def exclusive_item(item_state=state.OPEN, **fields):
 
 
 def reliable(agent_id, verified):
-    return replace(CANDIDATES[agent_id], reliability={"summarize": {"verified": verified,
-                                                                    "failed": 0}})
+    return replace(CANDIDATES[agent_id], reliability={frozenset({"summarize"}): {
+        "verified": verified, "failed": 0}})
 
 
 # w3 ranks first, then w2, then w1 (reliability), whatever order they are named in.

@@ -20,7 +20,8 @@ def present(slots=1, status="available", seconds_ago=10):
 
 
 def history(verified=0, failed=0):
-    return {"summarize": {"verified": verified, "failed": failed}}
+    """WorkItems that required summarize (alone) and ended verified or failed."""
+    return {frozenset({"summarize"}): {"verified": verified, "failed": failed}}
 
 
 def ranked_ids(candidates):
@@ -80,7 +81,8 @@ def test_reliability_for_the_required_capability_orders_first():
 
 
 def test_reliability_in_another_capability_does_not_count():
-    elsewhere = candidate("a", reliability={"translate": {"verified": 0, "failed": 9}})
+    elsewhere = candidate("a", reliability={frozenset({"translate"}): {"verified": 0,
+                                                                     "failed": 9}})
 
     (entry,) = ranking.rank(contract(), [elsewhere], T0, TTL)
 
