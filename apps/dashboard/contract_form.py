@@ -17,7 +17,8 @@ import json
 import re
 from dataclasses import dataclass, field
 
-from mission_weave.core import checks
+from mission_weave.core import checks, schemas
+from mission_weave.protocol.jsonschema_check import violations
 
 SCHEMA_ID = "mwp.work-contract/1"
 FORM, JSON = "form", "json"  # the two editors; the chosen one's content is sent
@@ -250,6 +251,7 @@ class ContractForm:
     contract_json: str = ""
     errors: dict = field(default_factory=dict)  # input, row or member name -> messages
     form_errors: list = field(default_factory=list)  # errors that name no part of the form
+    sent: dict | None = None  # the contract `contract()` read last
 
     @classmethod
     def from_contract(cls, contract: dict | None, dependency_choices,
@@ -305,11 +307,22 @@ class ContractForm:
         document, problems = (self._from_json() if self.editor == JSON else self._from_inputs())
         for name, message in problems.items():
             self._add(name, message)
-        return None if problems else document
+        self.sent = None if problems else document
+        return self.sent
 
     def add_server_error(self, error: dict) -> None:
         """Show a refusal ({code, message, details}, as the pipeline answers) beside the
-        input its `details.path` names, or the nearest row or fieldset enclosing it."""
+        input its `details.path` names, or the nearest row or fieldset enclosing it. The
+        server names the first violation of the schema it finds; an INVALID_CONTRACT
+        brings every other one of the contract sent along, each beside its own input, so
+        that an empty form says at once all that it lacks."""
+        self._place(error)
+        if error.get("code") == "INVALID_CONTRACT" and self.sent is not None:
+            for other in violations(schemas.CONTRACT, self.sent, "INVALID_CONTRACT",
+                                    "Work Contract", prefix="body.contract"):
+                self._place(other.as_json()["error"])
+
+    def _place(self, error: dict) -> None:
         message = error.get("message", "")
         path = (error.get("details") or {}).get("path")
         target = self._target(error.get("code"), path, message)

@@ -3,6 +3,8 @@ Each function takes a Viewer whose membership was checked, and reads that Group 
 
 from dataclasses import replace
 
+from django.db.models import Q
+
 from apps.api import reads
 from apps.api.artifact_views import HASH
 from apps.api.views import audit_trail
@@ -13,7 +15,7 @@ from apps.ledger.models import Event, Group
 from apps.ledger.pipeline import policy
 from apps.work import models as work_models
 from apps.work import store
-from mission_weave.core import dag, lifecycle, ranking, retries, state
+from mission_weave.core import dag, fencing, lifecycle, ranking, retries, state
 from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 
@@ -40,6 +42,34 @@ def group_page(viewer: Viewer) -> dict:
         counts[mission_id][item_state] += 1
     return {"group": group, "missions": [
         {"mission": m, "counts": sorted(counts.get(m.id, {}).items())} for m in missions]}
+
+
+def my_missions(user) -> list:
+    """Per live membership, the Missions the user takes part in: those they own,
+    coordinate or are a delegate of, in every state, the active ones first (the home
+    page; every Mission of a Group is on the Group's page). [{group, missions: [{mission,
+    part}]}], Groups without such a Mission left out."""
+    found = []
+    for member in access.memberships(user):
+        principal = member.principal
+        rows = work_models.Mission.objects.filter(group_id=member.group_id).filter(
+            Q(doc__owner_id=principal) | Q(doc__coordinator_id=principal)
+            | Q(doc__delegates__contains=[principal]))
+        missions = sorted((state.mission_from_doc(r.doc) for r in rows),
+                          key=lambda m: (m.state != state.MISSION_ACTIVE, m.id))
+        if missions:
+            found.append({"group": member.group, "missions": [
+                {"mission": m, "part": _part(m, principal)} for m in missions]})
+    return found
+
+
+def _part(mission: state.Mission, principal: str) -> str:
+    parts = [name for name, holds in (
+        ("owner", mission.owner_id == principal),
+        ("coordinator", mission.coordinator_id == principal),
+        ("delegate", principal in mission.delegates and mission.coordinator_id != principal))
+        if holds]
+    return ", ".join(parts)
 
 
 def get_mission(viewer: Viewer, mission_id: str) -> state.Mission:
@@ -214,7 +244,7 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
     review = item.review or {}
     evaluation = review.get("evaluation")
     submitted = item.state == state.SUBMITTED
-    controls = coordinator_controls(viewer, mission, item)
+    controls = coordinator_controls(viewer, mission, item, now)
     history = revisions(trail)
     return {
         "item": item, "read": reads.work_item(item), "mission": mission,
@@ -224,7 +254,8 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
         "controls": controls,
         "placement": placement(viewer, item, now) if controls.get("offer") else None,
         "offer_blocked": offer_blocked(viewer, item),
-        "offer_rounds": offer_rounds(trail), "retry": retry_budget(item),
+        "offer_unavailable": offer_unavailable(item, now) if controls else None,
+        "offer_rounds": offer_rounds(trail, item.state), "retry": retry_budget(item),
         "revisions": history, "diff": revision_diff(history, diff, item.contract_revision),
         "reaccept_pending": (item.owner is not None and item.accepted_revision is not None
                              and item.accepted_revision != item.contract_revision),
@@ -377,10 +408,12 @@ def _capabilities(capabilities: list) -> str:
     return ", ".join(f"{c.get('id')} {c.get('version')}" for c in capabilities)
 
 
-def offer_rounds(trail: dict) -> list:
+def offer_rounds(trail: dict, item_state: str = state.OFFERED) -> list:
     """Each work.offered with what became of it: per candidate its rank, expiry and
     selection basis, a decline and its reason, the acceptance (the first one wins)
-    and the withdrawals that followed."""
+    and the withdrawals that followed. The candidates still to be offered in turn
+    (`pending`) only for the latest round while the item is offered: after an
+    acceptance, a new offer or the item's end, that queue is moot."""
     rounds = []
     for event in trail["events"]:
         kind, data = event["type"], event["data"]
@@ -404,8 +437,10 @@ def offer_rounds(trail: dict) -> list:
             for agent_id in data.get("agentIds", []):
                 if agent_id in offers and offers[agent_id]["outcome"] == "offered":
                     offers[agent_id]["outcome"] = f"withdrawn ({data.get('reason', '')})"
-    for entry in rounds:
+    for index, entry in enumerate(rounds):
         entry["offers"] = list(entry["offers"].values())
+        if index < len(rounds) - 1 or item_state != state.OFFERED:
+            entry["pending"] = []
     return rounds
 
 
@@ -453,18 +488,42 @@ def child_missions(viewer: Viewer, mission_id: str) -> list:
         group_id=viewer.group_id, doc__parent_mission_id=mission_id).order_by("mission_id")]
 
 
-def coordinator_controls(viewer: Viewer, mission: state.Mission, item: state.WorkItem) -> dict:
+def coordinator_controls(viewer: Viewer, mission: state.Mission, item: state.WorkItem,
+                         now) -> dict:
     """Which of the Coordinator's commands this viewer could send now, by the §10.2 table
-    (core/lifecycle.py) and the Mission's authority; the pipeline still decides."""
+    (core/lifecycle.py) and the Mission's authority; the pipeline still decides. An offer
+    needs an item with no live owner (§10.2: a queued, active or blocked item whose owner's
+    start-by deadline, lease or blocked lease has run out may be offered again)."""
     if not viewer.coordinates(mission) or mission.state != state.MISSION_ACTIVE:
         return {}
     allows = {name: lifecycle.allows(item.state, command) for name, command in (
         ("offer", "work.offer"), ("preempt", "work.request_preemption"),
         ("unblock", "work.unblock"), ("cancel", "work.cancel"),
         ("revise", "work.revise_contract"), ("child", "mission.create_child"))}
-    allows["offer"] = allows["offer"] and not item.child_mission_id
+    allows["offer"] = (allows["offer"] and not item.child_mission_id
+                       and not fencing.owner_is_live(item, now))
     allows["child"] = allows["child"] and not item.child_mission_id
     return allows
+
+
+def offer_unavailable(item: state.WorkItem, now) -> dict | None:
+    """Why the Coordinator cannot offer the item now ({why, until}: until when, for a live
+    owner), or None when an offer is permitted."""
+    if item.child_mission_id:
+        return {"why": f"its child Mission {item.child_mission_id} is running; the child's "
+                       f"Approval verifies it", "until": None}
+    if fencing.owner_is_live(item, now):
+        until = {state.QUEUED: item.start_by, state.BLOCKED: item.blocked_until,
+                 state.ACTIVE: item.live_lease.expires_at if item.live_lease else None}
+        return {"why": f"{item.owner} owns it (ownership epoch {item.ownership_epoch}, "
+                       f"{item.state}); it can be offered again once that ownership ends, "
+                       f"or after a cancellation", "until": until.get(item.state)}
+    if not lifecycle.allows(item.state, "work.offer"):
+        return {"why": {state.SUBMITTED: "it is submitted: accept or fail the result first",
+                        state.VERIFIED: "it is verified, which is final",
+                        state.CANCELLED: "it is cancelled, which is final"}.get(
+                            item.state, f"it is {item.state}"), "until": None}
+    return None
 
 
 def inbox(user, now, group_id: str | None = None, mission_id: str | None = None) -> list:

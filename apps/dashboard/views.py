@@ -70,10 +70,12 @@ def _render(request, viewer, template, context, status=200):
 
 @login_required
 def groups(request):
-    """The home page: what waits on this human ("Waiting on me") and their Groups."""
+    """The home page: what waits on this human ("Waiting on me"), their Missions and their
+    Groups."""
     group_id, mission_id = request.GET.get("group") or None, request.GET.get("mission") or None
     return render(request, "dashboard/groups.html", {
         "memberships": access.memberships(request.user),
+        "my_missions": pages.my_missions(request.user),
         "waiting": pages.inbox(request.user, timezone.now(), group_id, mission_id),
         "filter_group": group_id or "", "filter_mission": mission_id or ""})
 

@@ -60,14 +60,22 @@ def json_path(path) -> str:
 def check(schema: Schema, document, code: str, what: str, prefix: str = ""):
     """Raise `code` for the first (shallowest-path-first) violation in `document`."""
     errors = schema.errors(document)
-    if not errors:
-        return
-    error = errors[0]
+    if errors:
+        raise _refusal(errors[0], code, what, prefix)
+
+
+def violations(schema: Schema, document, code: str, what: str, prefix: str = "") -> list:
+    """Every violation in `document`, shallowest path first, each as the ProtocolError
+    `check` raises for the first (a form shows them all at once)."""
+    return [_refusal(error, code, what, prefix) for error in schema.errors(document)]
+
+
+def _refusal(error, code: str, what: str, prefix: str) -> ProtocolError:
     path = json_path(list(getattr(error, "absolute_path", [])))
     if prefix:
         path = prefix if path == "(root)" else (prefix + path if path.startswith("[")
                                                 else f"{prefix}.{path}")
-    raise ProtocolError(code, f"{what}: {path}: {_plain(error)}", {"path": path})
+    return ProtocolError(code, f"{what}: {path}: {_plain(error)}", {"path": path})
 
 
 def _plain(error) -> str:

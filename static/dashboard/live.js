@@ -75,6 +75,15 @@
       delete region.dataset.liveStale;
       // Not htmx.trigger: its events bubble, and would refresh enclosing regions too.
       region.dispatchEvent(new CustomEvent("mw:changed"));
+      dismissMessages();
+    }
+  }
+
+  // "Recorded: …" (base.html's ul.messages) is said once, on the page loaded right
+  // after the action; once the page shows a later state, it no longer describes it.
+  function dismissMessages() {
+    for (const messages of document.querySelectorAll("ul.messages")) {
+      messages.remove();
     }
   }
 
@@ -83,7 +92,12 @@
   let leaving = false;
   window.addEventListener("submit", () => { leaving = true; });
   window.addEventListener("pagehide", () => { leaving = true; });
-  window.addEventListener("pageshow", () => { leaving = false; });
+  window.addEventListener("pageshow", (event) => {
+    leaving = false;
+    if (event.persisted) {
+      dismissMessages(); // back from the history: not the load right after the action
+    }
+  });
 
   // The signal is read here and its swap cancelled: nothing in the page is replaced,
   // so the page needs no #mw-live-signal element. Other frames go to htmx as usual.
