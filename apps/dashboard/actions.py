@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from apps.ledger import pipeline
-from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
@@ -62,18 +61,20 @@ def evidence(viewer: Viewer, item_id: str, criteria: list, result: str, now: dat
             "artifacts": list(artifacts)}
 
 
-def accept_result(viewer: Viewer, item, note: str, now: datetime) -> Outcome:
-    """work.accept_result with Evidence covering every criterion: the Coordinator's
-    reasons are recorded beside the review's evaluation (an override of failed criteria
-    is possible only this way, PROTOCOL §13.2 as mission_weave/core/commands/review.py has it)."""
-    if review_rules.override(item)["failing"] and not note:
-        # Overriding the review is the Coordinator's right, but only with reasons on record.
-        return Outcome(400, [], ProtocolError(
-            "VALIDATION_ERROR", "the review failed this submission; say why you accept it "
-            "anyway (your reason is recorded as Evidence)").as_json()["error"])
+def accept_result(viewer: Viewer, item, note: str, reasons: dict, now: datetime) -> Outcome:
+    """work.accept_result with the Coordinator's Evidence (PROTOCOL §13.2, as
+    mission_weave/core/commands/review.py has it): the note, citing every criterion not
+    overridden (all of them when every one is), and one record per criterion the
+    acceptance overrides, "pass: <reason>" citing that criterion alone. Overriding the
+    review is the Coordinator's right, but only with reasons on record, per criterion:
+    forms.AcceptForm asks for each one before this is called (views.accept_result)."""
+    reasons = {criterion: reason for criterion, reason in reasons.items() if reason}
+    rest = [c for c in item.criteria_ids if c not in reasons] or list(item.criteria_ids)
     result = f"pass: {note}" if note else "pass: accepted after reviewing the evaluation"
-    record = evidence(viewer, item.id, item.criteria_ids, result, now)
-    return send(viewer, "work.accept_result", {"evidence": [record]}, now, item.id)
+    records = [evidence(viewer, item.id, rest, result, now)] + [
+        evidence(viewer, item.id, [criterion], f"pass: {reason}", now)
+        for criterion, reason in reasons.items()]
+    return send(viewer, "work.accept_result", {"evidence": records}, now, item.id)
 
 
 def fail(viewer: Viewer, item, criteria: list, reason: str, permanent: bool,

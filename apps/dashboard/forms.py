@@ -142,6 +142,31 @@ class RefuseExecutionForm(ReasonForm):
                              widget=forms.Textarea(attrs={"rows": 2}))
 
 
+class AcceptForm(forms.Form):
+    """Accepting a result: a decision, with a note, and while the review has not passed
+    a reason for each criterion it overrides (one field each, named after the criterion:
+    `override-<id>`). No prefix: `note` is what the page has always posted."""
+    note = forms.CharField(max_length=9000, label="Why you accept the result (recorded as "
+                           "your Evidence)", widget=forms.Textarea(attrs={"rows": 2}))
+
+    def __init__(self, *args, item=None, overridden=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.overridden = list(overridden)
+        described = {c["id"]: c for c in item.contract["acceptanceCriteria"]} if item else {}
+        for criterion in self.overridden:
+            what = described.get(criterion, {}).get("description", "")
+            self.fields[f"override-{criterion}"] = forms.CharField(
+                max_length=9000, widget=forms.Textarea(attrs={"rows": 2}),
+                label=f"Why accept it although {criterion} has not passed"
+                      f"{f' ({what[:120]})' if what else ''}",
+                help_text="Your Evidence for this criterion: the MissionOwner reads it as "
+                          "the reason it was overridden.")
+
+    def reasons(self) -> dict:
+        """criterion id -> the reason for overriding it."""
+        return {c: self.cleaned_data[f"override-{c}"] for c in self.overridden}
+
+
 class RefuseApprovalForm(forms.Form):
     """Why the final Approval is not given yet: for the Mission, and optionally per
     WorkItem (one field each, in the Mission's order)."""

@@ -1,11 +1,22 @@
 """"Waiting on me": what a signed-in human has to decide, across their Groups, oldest first.
 
-`waiting(mission, items, principal, roles, now)` is pure: from a Mission and its
-WorkItems it says what waits on this principal, by the authority the pipeline applies
-(core/commands/authority.py): the MissionOwner decides execution approvals and the
+`waiting(mission, items, principal, roles, now, refusal_open)` is pure: from a Mission
+and its WorkItems it says what waits on this principal, by the authority the pipeline
+applies (core/commands/authority.py): the MissionOwner decides execution approvals and the
 final Approval; the Mission's Coordinator (or a delegate) reviews results, unblocks,
 answers ambiguities and refusals, and re-offers work whose owner has gone.
-pages.inbox reads the user's memberships and their active Missions for it."""
+
+A refused final Approval waits on the Coordinator until new or revised work answers it
+(decisions.py says what answers it: a WorkItem authorized, a contract revised, a result
+submitted or accepted, a WorkItem cancelled, after the refusal); while it does, the final
+Approval is not the owner's to decide again, and leaves their Waiting on me.
+
+Work whose owner has gone: a failed item with no automatic retry coming, an open item
+that had an owner, and a queued or active item whose ownership ran out, whether the
+sweeper has said so yet (start-by passed, lease expired: the owner is still named) or
+has (`work.ownership_expired` fenced the owner: the item stays queued with no owner).
+pages.inbox reads the user's memberships, their active Missions and, in one statement per
+Group, which refusals are still open (decisions.open_refusals)."""
 
 from dataclasses import dataclass
 from datetime import datetime
@@ -35,17 +46,23 @@ class Waiting:
         return ANCHORS[self.kind]
 
 
-def waiting(mission: state.Mission, items: list, principal: str, roles, now) -> list:
-    """What in this active Mission waits on `principal` with `roles` in its Group."""
+def waiting(mission: state.Mission, items: list, principal: str, roles, now,
+            refusal_open: bool | None = None) -> list:
+    """What in this active Mission waits on `principal` with `roles` in its Group.
+    `refusal_open`: whether the owner's latest refusal of the final Approval is still
+    unanswered (decisions.open_refusals); None takes the projection's word for it
+    (`approval_refusal`, cleared by work.authorized and work.contract_revised only)."""
+    if refusal_open is None:
+        refusal_open = mission.approval_refusal is not None
     found = []
     if "owner" in roles and principal == mission.owner_id and principal.startswith("user:"):
-        found += _owners(mission, items)
+        found += _owners(mission, items, refusal_open)
     if "coordinator" in roles and principal in authority.coordinators(mission):
-        found += _coordinators(mission, items, now)
+        found += _coordinators(mission, items, now, refusal_open)
     return found
 
 
-def _owners(mission, items) -> list:
+def _owners(mission, items, refusal_open: bool) -> list:
     found = []
     for item in items:
         risk = item.contract["risk"]
@@ -55,17 +72,18 @@ def _owners(mission, items) -> list:
             found.append(Waiting("execution-approval",
                                  f"Execution approval for a {risk['class']}-risk WorkItem",
                                  mission, item, item.updated_at))
-    if items and all(i.state in DONE for i in items) and \
+    # Refused and not answered yet: it waits on the Coordinator, not on the owner.
+    if items and not refusal_open and all(i.state in DONE for i in items) and \
             any(i.state == state.VERIFIED for i in items):
         found.append(Waiting("final-approval", "Final Approval: every WorkItem is done",
                              mission, None, max(i.updated_at for i in items if i.updated_at)))
     return found
 
 
-def _coordinators(mission, items, now) -> list:
+def _coordinators(mission, items, now, refusal_open: bool) -> list:
     found = []
     refusal = mission.approval_refusal
-    if refusal is not None:
+    if refusal is not None and refusal_open:
         per_item = "".join(f"; {entry['workItemId']}: {entry['reason']}"
                            for entry in refusal["workItems"])
         found.append(Waiting("approval-refused", f"{refusal['by']} refused the final "
@@ -103,4 +121,9 @@ def _item_decisions(item: state.WorkItem, now) -> list:
             and not fencing.owner_is_live(item, now):
         found.append(("re-offer", f"Its owner {item.owner} missed its deadline: offer it "
                       "again", since))
+    elif item.state in (state.QUEUED, state.ACTIVE) and item.owner is None:
+        # work.ownership_expired (the sweeper, without automatic dispatch) fenced the owner
+        # and left the item queued with no owner: nothing happens until it is offered.
+        found.append(("re-offer", f"Its owner {item.last_owner or 'unknown'} was fenced "
+                      "(its ownership expired): offer it again", since))
     return found

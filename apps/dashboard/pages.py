@@ -19,7 +19,16 @@ from mission_weave.core import dag, fencing, lifecycle, ranking, retries, state
 from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 
-from . import access, artifact_content, budgets, contract_diff, conversation, graph, timeline
+from . import (
+    access,
+    artifact_content,
+    budgets,
+    contract_diff,
+    conversation,
+    decisions,
+    graph,
+    timeline,
+)
 from . import inbox as inbox_rules
 from .access import NotFound, Viewer
 
@@ -111,8 +120,10 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
     items = items_of(viewer, mission_id)
     drawing = graph.layout(graph_nodes(viewer, items, set(expanded)), set(expanded), cycle)
     unfinished = [i for i in items if i.state not in (state.VERIFIED, state.CANCELLED)]
-    approval = Event.objects.filter(group_id=viewer.group_id, mission_id=mission_id,
-                                    type="mission.approved").order_by("-sequence").first()
+    # Every decision and what answers a refusal, in one read of the log.
+    log = decisions.mission_events(viewer.group_id, mission_id, [i.id for i in items],
+                                   (*decisions.DECISIONS, *decisions.ANSWERS))
+    approval = next((e for e in reversed(log) if e["type"] == decisions.APPROVED), None)
     active = mission.state == state.MISSION_ACTIVE
     coordinates = viewer.coordinates(mission) and active
     parent = None
@@ -121,6 +132,8 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
     return {"mission": mission, "items": items, "graph": drawing, "cycle": cycle,
             "unfinished": unfinished, "approval": approval, "parent": parent,
             "matrix": evidence_matrix(viewer, items),
+            "decisions": decisions.decisions(log),
+            "refusal": decisions.refusal_status(log) if active else None,
             **budgets.mission_budgets(viewer.group_id, mission),
             "approval_blocked": approval_blocked(items),
             "children": child_missions(viewer, mission_id),
@@ -147,11 +160,34 @@ def evidence_matrix(viewer: Viewer, items: list) -> list:
                      ((item.review or {}).get("integrity") or {}).get("artifacts", [])}
         artifacts = [{**a, "integrity": integrity.get(a["hash"])}
                      for a in artifacts_of(viewer, item) if a["submitted"]]
-        matrix.append({"item": item, "criteria": criteria_rows(item), "artifacts": artifacts,
+        decision = decided.get(item.id)
+        rows = criteria_rows(item)
+        # The decision on this submission (verified is final; failed until it is offered
+        # again): its Evidence beside each criterion, and what it overrode.
+        overridden = (with_decision(rows, decision.type, decision.data)
+                      if decision and item.state in (state.VERIFIED, state.FAILED) else [])
+        matrix.append({"item": item, "criteria": rows, "artifacts": artifacts,
                        "revision": item.submission.get("contractRevision"),
-                       "decision": decided.get(item.id),
+                       "decision": decision, "overridden": overridden,
                        "verdict": ((item.review or {}).get("evaluation") or {}).get("verdict")})
     return matrix
+
+
+def with_decision(rows: list, kind: str, data: dict) -> list:
+    """Each criterion row with the decision's own Evidence citing it (`decided`) and
+    whether the acceptance overrode it (`overridden`): only a criterion that had not
+    passed, as work.verified's `review.overridden` names it (an older event may name one
+    that passed: it is not called overridden). Returns the overridden criteria's ids."""
+    named = set(((data.get("review") or {}).get("overridden")) or []) \
+        if kind == "work.verified" else set()
+    overridden = []
+    for row in rows:
+        criterion = row["criterion"]["id"]
+        row["decided"] = [e for e in data.get("evidence", []) if criterion in e["criteria"]]
+        row["overridden"] = criterion in named and row["verdict"] != "pass"
+        if row["overridden"]:
+            overridden.append(criterion)
+    return overridden
 
 
 def approval_blocked(items: list) -> str | None:
@@ -246,11 +282,16 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
     submitted = item.state == state.SUBMITTED
     controls = coordinator_controls(viewer, mission, item, now)
     history = revisions(trail)
+    rows = criteria_rows(item)
+    decided = decision(trail)
+    overridden = (with_decision(rows, decided["type"], decided["data"])
+                  if decided and item.state in (state.VERIFIED, state.FAILED) else [])
     return {
         "item": item, "read": reads.work_item(item), "mission": mission,
-        "artifacts": artifacts_of(viewer, item), "criteria": criteria_rows(item),
+        "artifacts": artifacts_of(viewer, item), "criteria": rows,
         "review": review, "evaluation": evaluation, "trail": trail,
-        "decision": decision(trail),
+        "decision": decided, "decision_overridden": overridden,
+        "execution_decision": execution_decision(trail, item),
         "controls": controls,
         "placement": placement(viewer, item, now) if controls.get("offer") else None,
         "offer_blocked": offer_blocked(viewer, item),
@@ -270,18 +311,33 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
     }
 
 
+def execution_decision(trail: dict, item: state.WorkItem) -> dict | None:
+    """The MissionOwner's latest execution approval or refusal of this WorkItem, with its
+    comment or reason, for everyone who reads the page (None if there was none)."""
+    if not item.contract["risk"]["requiresExecutionApproval"]:
+        return None
+    found = [e for e in trail["events"] if e["type"] in (decisions.GRANTED,
+                                                           decisions.EXECUTION_REFUSED)]
+    return found[-1] if found else None
+
+
 def execution_card(viewer: Viewer, mission: state.Mission, item: state.WorkItem) -> dict | None:
-    """For the MissionOwner of a risky WorkItem not yet approved: what will run, what
-    waits on it downstream, the budget at stake, and whether it can be decided now."""
+    """For the MissionOwner of a risky WorkItem not yet approved: what will run, by when
+    it must start, what unfinished work waits on it downstream, the budget at stake, and
+    whether it can be decided now."""
     risk = item.contract["risk"]
     if not (viewer.owns(mission) and risk["requiresExecutionApproval"]
             and not item.execution_approved and item.state in BEFORE_START):
         return None
     items = {i.id: i for i in items_of(viewer, mission.id)}
-    return {"risk": risk, "capabilities": item.contract.get("capabilities", []),
+    return {"risk": risk, "capabilities": item.contract.get("capabilities") or [],
             "allowed": item.contract.get("allowed", {}),
             "budgets": item.contract.get("budgets", {}),
-            "downstream": [items[i] for i in downstream(item.id, items)],
+            # Verified and cancelled work waits on nothing any more.
+            "downstream": [items[i] for i in downstream(item.id, items)
+                           if items[i].state not in (state.VERIFIED, state.CANCELLED)],
+            "start_by": item.start_by if item.state == state.QUEUED else None,
+            "start_within": item.start_within_seconds,
             "refusal": item.execution_refusal,
             "decidable": lifecycle.allows(item.state, "approval.grant_execution")}
 
@@ -541,8 +597,10 @@ def inbox(user, now, group_id: str | None = None, mission_id: str | None = None)
         for row in work_models.WorkItem.objects.filter(group_id=member.group_id,
                                                        mission_id__in=list(by_mission)):
             items.setdefault(row.mission_id, []).append(state.item_from_doc(row.doc))
+        refused = decisions.open_refusals(member.group_id, list(by_mission.values()), items)
         for mission in by_mission.values():
             rows += [replace(entry, group_id=member.group_id) for entry in inbox_rules.waiting(
-                mission, items.get(mission.id, []), member.principal, member.roles, now)]
+                mission, items.get(mission.id, []), member.principal, member.roles, now,
+                refusal_open=mission.id in refused)]
     return sorted(rows, key=lambda w: (w.since is None, w.since or now, w.group_id,
                                        w.mission.id, w.item.id if w.item else ""))

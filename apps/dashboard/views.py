@@ -126,7 +126,10 @@ def item_forms(viewer, page: dict, bound: dict) -> dict:
              "cancel": forms.CancelForm, "child": forms.ChildMissionForm,
              "message": forms.MessageForm,
              "grant": forms.GrantForm, "refuse": forms.RefuseExecutionForm}
-    return {name: bound.get(name) or make(prefix=name) for name, make in blank.items()}
+    made = {name: bound.get(name) or make(prefix=name) for name, make in blank.items()}
+    made["accept"] = bound.get("accept") or forms.AcceptForm(
+        item=page["item"], overridden=(page["override"] or {}).get("overridden", []))
+    return made
 
 
 @member_page
@@ -253,9 +256,23 @@ refuse_execution = item_form_action("refuse", forms.RefuseExecutionForm,
 @on_item
 @member_page
 def accept_result(request, viewer, item_id):
+    """Accepting is a decision: a note, and a reason per criterion it overrides (the
+    review evaluated again now, as the pipeline will), else the form again. Whoever could
+    not accept this item now is answered by the pipeline's refusal instead."""
     item = pages.work_item(viewer, item_id)
-    outcome = actions.accept_result(viewer, item, _text(request, "note"), timezone.now())
-    return _answer_on_item(request, viewer, item_id, outcome)
+    mission = pages.get_mission(viewer, item.mission_id)
+    override = pages.acceptance_override(item)
+    if override is None or not viewer.coordinates(mission):
+        outcome = actions.accept_result(viewer, item, _text(request, "note"), {},
+                                        timezone.now())
+        return _answer_on_item(request, viewer, item_id, outcome)
+    form = forms.AcceptForm(request.POST, item=item, overridden=override["overridden"])
+    if not form.is_valid():
+        return _work_item(request, viewer, item_id, bound={"accept": form},
+                          refused=_invalid(), status=400)
+    outcome = actions.accept_result(viewer, item, form.cleaned_data["note"], form.reasons(),
+                                    timezone.now())
+    return _answer_on_item(request, viewer, item_id, outcome, accept=form)
 
 
 @on_item

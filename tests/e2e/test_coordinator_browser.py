@@ -194,7 +194,8 @@ def test_a_coordinator_plans_a_diamond_offers_it_and_watches_a_worker_live(
     assert code == 0, worker.log()[-3000:]
     assert '"outcome": "submitted"' in printed
 
-    submit(page, "#accept-result")
+    page.fill("#id_note", "the summary is written and the check passed")  # a decision
+    submit(page, "#accept-result")  # the confirmation dialog is accepted (conftest)
     flash(page, "work.verified")
     expect(state).to_have_text("verified")
     decision = page.locator("#decision")

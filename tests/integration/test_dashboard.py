@@ -223,18 +223,23 @@ def test_a_coordinator_accepts_a_result_through_the_pipeline(scenario):
     coordinator = human_coordinator(s)
     item_id = submitted(s)
 
-    response = coordinator.client.post(item_url(s, item_id, "accept"),
-                                       {"note": "read it; it covers the report"})
+    # No review has run here: both criteria are pending, so each needs its reason.
+    response = coordinator.client.post(item_url(s, item_id, "accept"), {
+        "note": "read it; it covers the report", "override-ac1": "every section is there",
+        "override-ac2": "412 words, counted"})
     event = last_event(s)
     html = page(coordinator, response["Location"])
 
     assert response.status_code == 302
     assert (event.type, event.actor, event.work_item_id) == ("work.verified",
                                                              coordinator.principal, item_id)
-    [record] = event.data["evidence"]
-    assert record["producer"] == coordinator.principal and record["method"] == "human-review"
-    assert sorted(record["criteria"]) == ["ac1", "ac2"]
-    assert record["result"] == "pass: read it; it covers the report"
+    note, *reasons = event.data["evidence"]
+    assert all(r["producer"] == coordinator.principal and r["method"] == "human-review"
+               for r in event.data["evidence"])
+    assert sorted(note["criteria"]) == ["ac1", "ac2"]  # every criterion is overridden
+    assert note["result"] == "pass: read it; it covers the report"
+    assert [(r["criteria"], r["result"]) for r in reasons] == [
+        (["ac1"], "pass: every section is there"), (["ac2"], "pass: 412 words, counted")]
     assert f"work.verified #{event.sequence}" in html  # the confirmation
     assert 'id="decision"' in html and "pass: read it; it covers the report" in html
     assert 'id="accept-result"' not in html  # decided: no more buttons
@@ -382,7 +387,8 @@ def test_an_owner_approves_a_finished_mission(scenario):
     s = scenario
     coordinator = human_coordinator(s)
     item_id = submitted(s)
-    coordinator.client.post(item_url(s, item_id, "accept"), {})
+    coordinator.client.post(item_url(s, item_id, "accept"), {
+        "note": "read it", "override-ac1": "read it", "override-ac2": "counted"})
 
     response = s.owner.client.post(mission_url(s, "approve"), {"comment": "ship it"})
     event = last_event(s)

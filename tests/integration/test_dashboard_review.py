@@ -96,8 +96,10 @@ def test_accepting_a_failed_review_needs_a_reason_and_records_the_override(trans
 
     page = html_of(coordinator, url)
     silent = coordinator.client.post(url + "accept", {})
+    noted = coordinator.client.post(url + "accept", {"note": "the client asked for it"})
     head_after_silent = s.world.head
-    reasoned = coordinator.client.post(url + "accept", {"note": "900 words was agreed by mail"})
+    reasoned = coordinator.client.post(url + "accept", {
+        "note": "the client asked for it", "override-ac1": "900 words was agreed by mail"})
     verified = Event.objects.get(group_id=s.world.group.id, work_item_id=item_id,
                                  type="work.verified")
 
@@ -105,9 +107,10 @@ def test_accepting_a_failed_review_needs_a_reason_and_records_the_override(trans
     assert ".words: 900 is greater than the maximum of 500" in page
     # ac2 passed its check: only ac1 (awaiting a reviewer) and integrity are overridden
     assert ("Accepting overrides the failed artifact integrity and the criteria that have "
-            "not passed: ac1, with your Evidence: say why.") in page
-    assert silent.status_code == 400
+            "not passed: ac1. Give a reason for each") in page
+    assert silent.status_code == noted.status_code == 400
     assert 'data-code="VALIDATION_ERROR"' in silent.content.decode()
+    assert 'name="override-ac1"' in noted.content.decode()  # the reason still asked for
     assert head_after_silent == head
     assert reasoned.status_code == 302
     assert verified.data["review"] == {"submissionRevision": verified.data["review"][
