@@ -39,7 +39,7 @@ def test_an_agent_holding_worker_and_reviewer_cannot_review_its_own_submission(d
         ["ac1"], result="pass: every section is covered")]}, workItemId=item_id)
 
     assert error["details"] == {"submittedBy": both.name, "ownershipEpoch": 1}
-    assert "no one reviews their own work" in error["message"]
+    assert "no one reviews or accepts their own work" in error["message"]
     assert [e["type"] for e in recorded] == ["evidence.recorded"]
     assert verify_group(s.world.group.id) == []
 
