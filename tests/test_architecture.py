@@ -145,3 +145,51 @@ def test_the_import_check_sees_django_when_it_is_loaded():
                             timeout=60)
 
     assert "django.utils.timezone" in json.loads(result.stdout)
+
+
+# --- the pure core touches no clock, randomness, environment or file ---------------------------
+# DESIGN.md: "Time enters `decide` as an argument"; the core is plain functions over plain
+# data. Modules that reach the outside world may not be imported there, and calls that
+# read the clock or a file may not be made (whatever module they come from).
+IMPURE_MODULES = frozenset({"os", "sys", "time", "random", "secrets", "uuid", "socket",
+                            "subprocess", "shutil", "tempfile", "io", "threading", "asyncio"})
+IMPURE_CALLS = frozenset({"now", "utcnow", "today", "getenv", "open", "read_text",
+                          "read_bytes", "write_text", "write_bytes", "urandom"})
+# Package data read once, at import, never while deciding: (file, call).
+IMPURE_ALLOWED = {("mission_weave/core/schemas.py", "read_text")}
+
+
+def impurities(path: Path) -> list[str]:
+    """'file:line what' for each impure import or call in `path` (a core module)."""
+    where = str(path.relative_to(ROOT))
+    found = [f"{where}:{line} imports {name}" for line, name in imports(path)
+             if name.split(".")[0] in IMPURE_MODULES]
+    return found + impure_calls(path.read_text(), where)
+
+
+def impure_calls(source: str, where: str) -> list[str]:
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Call):
+            func = node.func
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in IMPURE_CALLS and (where, name) not in IMPURE_ALLOWED:
+                found.append(f"{where}:{node.lineno} calls {name}()")
+    return found
+
+
+def test_the_core_reads_no_clock_randomness_environment_or_file():
+    found = [problem for path in sources("mission_weave/core") for problem in impurities(path)]
+
+    assert found == [], "\n".join(found)
+
+
+def test_the_purity_check_sees_clock_environment_and_file_reads():
+    # Guard the guard (the imports are checked by the same reader as the layering rule).
+    source = ("from datetime import datetime\n\n\ndef f(path):\n"
+              "    return datetime.now(), __import__('os').getenv('X'), open(path).read()\n")
+
+    found = impure_calls(source, "sample.py")
+
+    assert found == ["sample.py:5 calls now()", "sample.py:5 calls getenv()",
+                     "sample.py:5 calls open()"]
