@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # (exported ones, else this machine's services, else private ones; see the script).
 SERVICES := eval "$$(PYTHON=$(PY) scripts/services.sh)"
 
-.PHONY: venv run reset test bench lint check-deploy
+.PHONY: venv run reset test test-core bench lint check-deploy
 
 venv: $(STAMP)
 
@@ -36,6 +36,10 @@ MW_TEST_WORKERS ?= 2
 test: venv
 	@$(SERVICES) && $(PY) manage.py makemigrations --check --dry-run && \
 		$(PY) -m pytest -n $(MW_TEST_WORKERS) --durations=15
+
+# The fast lane: the pure core's tests (tests/unit) and the architecture rules, about 20 s.
+test-core: venv
+	@$(SERVICES) && $(PY) -m pytest tests/unit tests/test_architecture.py
 
 # The fault tests (tests/faults/, left out of `make test`): workers, the web process, a
 # private PostgreSQL and Redis and Celery workers killed or restarted under load, and the

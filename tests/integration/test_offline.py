@@ -497,8 +497,8 @@ def submitted(o: "Offline") -> None:
     """The worker, online all along, submits its item under the lease the buffer names."""
     s = o.s
     artifact = s.deliver(o.item_id, o.worker)
-    o.worker.ok("work.submit", {"contractRevision": 1, "artifacts": [artifact],
-                                "evidence": [evidence(["ac1", "ac2"], producer=o.worker.principal)]},
+    own = evidence(["ac1", "ac2"], producer=o.worker.principal)
+    o.worker.ok("work.submit", {"contractRevision": 1, "artifacts": [artifact], "evidence": [own]},
                 workItemId=o.item_id, leaseId=o.started["leaseId"],
                 ownershipEpoch=o.started["ownershipEpoch"])
 
