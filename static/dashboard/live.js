@@ -75,15 +75,25 @@
       delete region.dataset.liveStale;
       // Not htmx.trigger: its events bubble, and would refresh enclosing regions too.
       region.dispatchEvent(new CustomEvent("mw:changed"));
-      dismissMessages();
+      dismissMessages(MESSAGE_MS);
     }
   }
 
   // "Recorded: …" (base.html's ul.messages) is said once, on the page loaded right
-  // after the action; once the page shows a later state, it no longer describes it.
-  function dismissMessages() {
-    for (const messages of document.querySelectorAll("ul.messages")) {
-      messages.remove();
+  // after the action; once a live change re-renders the page, it no longer describes
+  // what the page shows, and goes (left up a few seconds after the load, to be read).
+  const MESSAGE_MS = 4000;
+  function dismissMessages(readFor = 0) {
+    const remove = () => {
+      for (const messages of document.querySelectorAll("ul.messages")) {
+        messages.remove();
+      }
+    };
+    const left = readFor - performance.now(); // ms since this document's start
+    if (left > 0) {
+      setTimeout(remove, left);
+    } else {
+      remove();
     }
   }
 
