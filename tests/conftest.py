@@ -40,3 +40,25 @@ def eager():
     celery_app.conf.task_always_eager = True
     yield
     celery_app.conf.task_always_eager = previous
+
+
+# --- totals a test reports at the end of the run ------------------------------------------
+# A test's own print is lost under pytest-xdist (a worker's output is captured); what it
+# hands to `report` travels with its result to the controller, which prints it last.
+REPORTED = "mw-report"
+
+
+@pytest.fixture
+def report(request):
+    """report(text): a line printed in the run's summary (e.g. how many cases were tried)."""
+    return lambda text: request.node.user_properties.append((REPORTED, text))
+
+
+def pytest_terminal_summary(terminalreporter):
+    lines = [value for reports in terminalreporter.stats.values() for r in reports
+             for key, value in getattr(r, "user_properties", ()) if key == REPORTED
+             and getattr(r, "when", "call") == "call"]
+    if lines:
+        terminalreporter.section("reported by the tests")
+        for line in lines:
+            terminalreporter.write_line(line)

@@ -96,7 +96,7 @@ def over_http(w: mx.World, actor, document: dict) -> tuple:
     return response.status_code, answer, moved
 
 
-def test_authority_mutations_over_http(world, db, capsys):
+def test_authority_mutations_over_http(world, db, report):
     failures, codes, cases, bases = [], Counter(), 0, 0
     for key in mx.base_keys():
         b = mx.base(world, *key)
@@ -113,10 +113,9 @@ def test_authority_mutations_over_http(world, db, capsys):
             if wrong:
                 failures.append(f"{b.name}: {m.label}: {wrong}")
 
-    with capsys.disabled():
-        print(f"\nauthority mutations: {cases} cases over HTTP ({bases} bases of "
-              f"{len(COMMAND_TYPES)} command types, each proved first); answers: "
-              + ", ".join(f"{e} {c} x{n}" for (e, c), n in sorted(codes.items())))
+    report(f"authority mutations: {cases} cases over HTTP ({bases} bases of "
+           f"{len(COMMAND_TYPES)} command types, each proved first); answers: "
+           + ", ".join(f"{e} {c} x{n}" for (e, c), n in sorted(codes.items())))
     assert not failures, f"{len(failures)} of {cases} cases:\n" + "\n".join(failures)
 
 
@@ -194,7 +193,7 @@ def built_apart() -> mx.World:
 
 
 @pytest.mark.django_db
-def test_authority_mutations_over_websocket(ws_world, embedded, capsys):
+def test_authority_mutations_over_websocket(ws_world, embedded, report):
     failures, codes, cases, rebuilt = [], Counter(), 0, 0
     world = ws_world
     for key in mx.base_keys():
@@ -216,8 +215,7 @@ def test_authority_mutations_over_websocket(ws_world, embedded, capsys):
                 b = mx.base(world, *key)
                 found = mx.mutations(world, b)
 
-    with capsys.disabled():
-        print(f"\nauthority mutations: {cases} cases over WebSocket (every case to be "
-              f"refused; world rebuilt {rebuilt} times); answers: "
-              + ", ".join(f"{c} x{n}" for c, n in sorted(codes.items())))
+    report(f"authority mutations: {cases} cases over WebSocket (every case to be "
+           f"refused; world rebuilt {rebuilt} times); answers: "
+           + ", ".join(f"{c} x{n}" for c, n in sorted(codes.items())))
     assert not failures, f"{len(failures)} of {cases} cases:\n" + "\n".join(failures)

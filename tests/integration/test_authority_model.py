@@ -511,7 +511,7 @@ class AuthorityMachine(RuleBasedStateMachine):
         assert self.problems == [], "\n".join(self.problems)
 
 
-def test_the_authority_model_holds_on_random_command_sequences(db, settings, capsys):
+def test_the_authority_model_holds_on_random_command_sequences(db, settings, report):
     """No shrinking: an example builds a Group of its own (about a second); a failure
     prints its whole sequence, and each step names the command, sender and verdict."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
@@ -524,12 +524,11 @@ def test_the_authority_model_holds_on_random_command_sequences(db, settings, cap
             phases=[Phase.explicit, Phase.reuse, Phase.generate],
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]))
     finally:
-        with capsys.disabled():
-            passed = {type_ for type_, outcome in ANSWERS if outcome == "passed"}
-            print(f"\nauthority model: {CHECKED['commands']} commands checked "
-                  f"({CHECKED['authorized']} by a sender the model authorizes; "
-                  f"{CHECKED['passed']} passed, {CHECKED['refused']} refused; "
-                  f"{len(passed)} of {len(TYPES)} command types passed at least once)")
+        passed = {type_ for type_, outcome in ANSWERS if outcome == "passed"}
+        report(f"authority model: {CHECKED['commands']} commands checked "
+               f"({CHECKED['authorized']} by a sender the model authorizes; "
+               f"{CHECKED['passed']} passed, {CHECKED['refused']} refused; "
+               f"{len(passed)} of {len(TYPES)} command types passed at least once)")
     assert CHECKED["passed"] > 0 and CHECKED["refused"] > 0
 
 
