@@ -324,7 +324,7 @@ def submit_prepared(group_id: str, prepared: list, skip_locked: bool = False) ->
         db.execute_batch([(f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s "
                            f"WHERE id = %s", [sequence, prev_hash, group_id]),
                           ports.projections.patch_items([p.patch for p in kept])])
-        transaction.on_commit(lambda: publish.events(group_id, documents))
+        _after_commit(group_id, documents)
     return documents
 
 
@@ -452,13 +452,19 @@ def _append(group_id: str, head: tuple, view: state.View, drafts: list, actor: s
               (f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s WHERE id = %s",
                [sequence, prev_hash, group_id]),
               *ports.projections.changes(group_id, before, view)]
-    transaction.on_commit(lambda: publish.events(group_id, documents))
-    transaction.on_commit(lambda: _follow_up(group_id, documents))
+    _after_commit(group_id, documents)
     return documents, writes
 
 
+def _after_commit(group_id: str, documents: list) -> None:
+    """What every append does once its transaction commits, whichever path wrote it (a
+    command, a group-commit batch, the system, the sweeper's prepared batch): publish the
+    events to the live feeds, then tell whoever subscribed (the review, §13.2)."""
+    transaction.on_commit(lambda: publish.events(group_id, documents))
+    transaction.on_commit(lambda: _follow_up(group_id, documents))
+
+
 def _follow_up(group_id: str, documents: list) -> None:
-    """Tell whoever subscribed (the review, §13.2) what was committed."""
     for subscriber in ports.committed:
         subscriber(group_id, documents)
 
