@@ -158,6 +158,12 @@ def shot(request, screenshot_dir) -> Shots:
 def context(browser, shot):
     """A fresh browser context (own cookies) at 1280x900. Every page opened in it accepts
     confirmation dialogs and is photographed after each load, and when the test ends."""
+    yield from photographed(browser, shot)
+
+
+def photographed(browser, shot):
+    """The `context` fixture's context; a test with a second person signed in yields a
+    second one from here."""
     ctx = browser.new_context(viewport=VIEWPORT)
     ctx.set_default_timeout(10_000)
     ctx.mw_shots = shot  # for the navigation helpers below
@@ -175,6 +181,20 @@ def context(browser, shot):
 @pytest.fixture
 def page(context):
     return context.new_page()
+
+
+WIDTHS = (1280, 420)
+
+
+def at_each_width(page, shot, name: str) -> None:
+    """Photographed at 1280 and at 420 px wide; at neither does the page scroll sideways."""
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(150)
+        shot(page, f"{name}-{width}")
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= width, f"{name} is {wide} px wide at {width} px"
+    page.set_viewport_size(VIEWPORT)
 
 
 def _loaded(page) -> None:

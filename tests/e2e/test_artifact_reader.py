@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 from playwright.sync_api import expect
 
-from tests.e2e.conftest import follow, g_url, go, sign_in
+from tests.e2e.conftest import at_each_width, follow, g_url, go, sign_in
 from tests.integration.artifact_helpers import published
 from tests.support import Scenario, evidence
 
@@ -65,7 +65,6 @@ HOSTILE_HTML = (b'<!doctype html><html><body onload="window.pwned=\'html-onload\
                 b'<script>window.pwned = "html-script"; alert("html")</script>'
                 b'<img src="https://tracker.example/h.png">'
                 b'<iframe src="javascript:parent.pwned=1"></iframe></body></html>')
-WIDTHS = (1280, 420)
 
 
 def png(width: int = 240, height: int = 120) -> bytes:
@@ -150,17 +149,6 @@ def owner_reads(asgi_server, page, context, settings):
 
 def artifact_path(asgi_server, s: Scenario, name: str, rest: str = "") -> str:
     return g_url(asgi_server, s.world.group.id, f"artifacts/{name}/{rest}")
-
-
-def at_each_width(page, shot, name: str) -> None:
-    """Photographed at 1280 and at 420 px wide; at neither does the page scroll sideways."""
-    for width in WIDTHS:
-        page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(100)
-        shot(page, f"{name}-{width}")
-        overflow = page.evaluate("document.documentElement.scrollWidth")
-        assert overflow <= width, f"{name} is {overflow} px wide at {width} px"
-    page.set_viewport_size({"width": 1280, "height": 900})
 
 
 def test_the_owner_reads_a_report_a_result_a_table_an_image_and_a_pdf(asgi_server, owner_reads,

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from apps.work.models import WorkItem
-from tests.e2e.conftest import VIEWPORT, follow, g_url, go, sign_in, submit
+from tests.e2e.conftest import at_each_width, follow, g_url, go, photographed, sign_in, submit
 from tests.faults.procs import wait_until
 from tests.integration.artifact_helpers import submitted_json
 from tests.support import Scenario, evidence
@@ -26,18 +26,6 @@ from tests.support import Scenario, evidence
 pytestmark = pytest.mark.django_db(transaction=True)
 
 LIVE = 10_000  # ms
-WIDTHS = (1280, 420)
-
-
-def at_each_width(page, shot, name: str) -> None:
-    """Photographed at 1280 and at 420 px wide; at neither does the page scroll sideways."""
-    for width in WIDTHS:
-        page.set_viewport_size({"width": width, "height": 900})
-        page.wait_for_timeout(150)
-        shot(page, f"{name}-{width}")
-        wide = page.evaluate("document.documentElement.scrollWidth")
-        assert wide <= width, f"{name} is {wide} px wide at {width} px"
-    page.set_viewport_size({"width": 1280, "height": 900})
 
 
 def rows(page) -> list:
@@ -63,18 +51,7 @@ def done_by_a_worker(s: Scenario, **contract_overrides) -> str:
 def other_context(browser, shot):
     """A second browser context (its own cookies: another person signed in), set up as
     the conftest's `context`: dialogs accepted, every load photographed."""
-    ctx = browser.new_context(viewport=VIEWPORT)
-    ctx.set_default_timeout(10_000)
-    ctx.mw_shots = shot
-
-    def opened(page):
-        page.on("dialog", lambda dialog: dialog.accept())
-        page.on("load", shot.on_load)
-    ctx.on("page", opened)
-    yield ctx
-    for page in ctx.pages:
-        shot(page, "final")
-    ctx.close()
+    yield from photographed(browser, shot)
 
 
 @pytest.fixture
