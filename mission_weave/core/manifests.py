@@ -43,15 +43,6 @@ def check_blob(manifest: dict, blob: dict | None) -> None:
                             {"path": "body.size", "blobSize": blob["size"]})
 
 
-def require_artifacts(artifacts: dict, hashes, path: str) -> None:
-    """Every hash must be an artifact of this Group (published or received); another
-    Group's artifacts are as unknown here as ones that do not exist."""
-    for index, name in enumerate(hashes):
-        if name not in artifacts:
-            raise ProtocolError("NOT_FOUND", f"{path}[{index}]: no artifact {name} in this Group",
-                                {"path": f"{path}[{index}]", "hash": name})
-
-
 # --- which artifacts the work of one Mission may cite (§13.3) --------------------------------
 # "Group content MUST NOT enter another Mission's context by default. Reusable knowledge
 # must be explicitly published as an Organization-approved, classified,
@@ -99,15 +90,25 @@ def outside_mission(record: dict, mission_id: str, group_id: str | None = None) 
 
 def require_in_mission(artifacts: dict, hashes, path: str, mission_id: str,
                        group_id: str | None = None) -> None:
-    """Every hash is an artifact of this Group (NOT_FOUND otherwise, as
-    require_artifacts) that Mission `mission_id` may cite (VALIDATION_ERROR otherwise,
-    `details.path` naming the entry)."""
-    require_artifacts(artifacts, hashes, path)
-    for index, name in enumerate(hashes):
+    """Every hash of the list at `path` is an artifact of this Group that Mission
+    `mission_id` may cite (require_citable)."""
+    require_citable(artifacts, [(name, f"{path}[{i}]") for i, name in enumerate(hashes)],
+                    mission_id, group_id)
+
+
+def require_citable(artifacts: dict, cited_at: list, mission_id: str | None,
+                    group_id: str | None = None) -> None:
+    """Every (hash, path) is an artifact of this Group (NOT_FOUND otherwise) that Mission
+    `mission_id` may cite (VALIDATION_ERROR otherwise; not asked without a Mission),
+    `details.path` naming the entry."""
+    for name, path in cited_at:
+        if name not in artifacts:
+            raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} in this Group",
+                                {"path": path, "hash": name})
+    for name, path in cited_at if mission_id is not None else ():
         why = outside_mission(artifacts[name], mission_id, group_id)
         if why is not None:
-            raise ProtocolError("VALIDATION_ERROR", f"{path}[{index}]: {why}",
-                                {"path": f"{path}[{index}]", "hash": name})
+            raise ProtocolError("VALIDATION_ERROR", f"{path}: {why}", {"path": path, "hash": name})
 
 
 def cited(body) -> list[tuple[str, str]]:
@@ -137,18 +138,9 @@ def cited(body) -> list[tuple[str, str]]:
 
 def require_cited(view, command) -> None:
     """§13.2, §13.3: what a command body cites (`cited`) is an artifact of this Group
-    (NOT_FOUND otherwise) that the Mission of the object the command acts on may cite
-    (VALIDATION_ERROR otherwise), `details.path` naming the entry."""
-    references = cited(command.body)
-    for name, path in references:
-        if name not in view.artifacts:
-            raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} in this Group",
-                                {"path": path, "hash": name})
+    that the Mission of the object the command acts on may cite."""
     mission = command.target.mission
-    for name, path in references if mission is not None else ():
-        why = outside_mission(view.artifacts[name], mission.id)
-        if why is not None:
-            raise ProtocolError("VALIDATION_ERROR", f"{path}: {why}", {"path": path, "hash": name})
+    require_citable(view.artifacts, cited(command.body), mission.id if mission else None)
 
 
 @dataclass(frozen=True)

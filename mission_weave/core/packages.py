@@ -13,8 +13,6 @@ from . import manifests
 # §13.3 "Group content MUST NOT enter another Mission's context by default": a package
 # scoped to Mission M cites only M's events and artifacts, and besides them only reusable
 # artifacts, by the rule Evidence and manifest sources follow (manifests.outside_mission).
-REUSABLE = manifests.REUSABLE  # the manifest classification of an artifact published for reuse
-reusable = manifests.reusable
 
 
 def latest(packages: dict, package_id: str) -> dict | None:

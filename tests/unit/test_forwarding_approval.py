@@ -5,7 +5,7 @@ that artifact and target, and its events name it instead of a free-text approver
 
 import pytest
 
-from mission_weave.core import commands, packages, records
+from mission_weave.core import commands, manifests, records
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.test_manifests import (
@@ -119,11 +119,11 @@ def test_approving_reuse_in_the_own_group_needs_a_public_provenance_bearing_arti
                                            own_context())) == "FORBIDDEN"
     record = view.artifacts[DATA_HASH]
     view.artifacts[DATA_HASH] = {**record, "manifest": {
-        **record["manifest"], "classification": packages.REUSABLE}}
+        **record["manifest"], "classification": manifests.REUSABLE}}
     assert code_of(lambda: commands.decide(view, approve(target=GROUP),
                                            own_context())) == "FORBIDDEN"  # no sources
     view.artifacts[DATA_HASH] = {**record, "manifest": {
-        **record["manifest"], "classification": packages.REUSABLE,
+        **record["manifest"], "classification": manifests.REUSABLE,
         "sources": ["sha256:" + "2" * 64]}}
     [draft] = commands.decide(view, approve(target=GROUP), own_context())
     assert draft.data["targetGroupId"] == GROUP

@@ -6,7 +6,7 @@ reuse in this Group."""
 
 import pytest
 
-from mission_weave.core import commands, packages, records
+from mission_weave.core import commands, manifests, records
 from mission_weave.protocol.canonical import sign
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
@@ -99,12 +99,12 @@ def test_another_missions_artifact_is_refused_unless_reusable(artifact):
 
 
 @pytest.mark.parametrize("artifact", [
-    record(FOREIGN, OTHER, packages.REUSABLE, [SOURCE], approved_for=GROUP),
+    record(FOREIGN, OTHER, manifests.REUSABLE, [SOURCE], approved_for=GROUP),
     record(FOREIGN, "msn_src", origin=records.RECEIVED, received_approval={
         "id": "fwa_9", "approvedBy": "user:x", "approvedAt": iso(0)}),
 ])
 def test_a_reusable_artifact_may_be_cited_from_any_mission(artifact):
     view = view_with(artifact)
 
-    assert packages.reusable(artifact, GROUP)
+    assert manifests.reusable(artifact, GROUP)
     assert decide(view, package([FOREIGN])) != []

@@ -112,7 +112,6 @@ def context_publish(view, command, context):
     packages.check_source_events(package, facts["headSequence"])
     # §13.3: Missions are separate contexts, even within the Group
     packages.check_source_missions(package, facts["sourceMissions"])
-    manifests.require_artifacts(view.artifacts, package["artifacts"], "body.artifacts")
     packages.check_cited_artifacts(package, view.artifacts, facts["groupId"])
     previous = packages.latest(view.packages, package["id"])
     packages.check_version(package, previous)
@@ -137,8 +136,8 @@ def artifact_approve_forwarding(view, command, context):
                             f"artifact {body['hash']} is already approved for Group {target} "
                             f"(approval {given['id']} by {given['by']})",
                             {"path": "body.targetGroupId", "approvalId": given["id"]})
-    if target == facts["groupId"] and classification != packages.REUSABLE:
-        raise ProtocolError("FORBIDDEN", f"only a {packages.REUSABLE} artifact is approved for "
+    if target == facts["groupId"] and classification != manifests.REUSABLE:
+        raise ProtocolError("FORBIDDEN", f"only a {manifests.REUSABLE} artifact is approved for "
                             "reuse in this Group's other Missions",
                             {"path": "body.targetGroupId", "classification": classification})
     if target == facts["groupId"] and not record["manifest"]["sources"]:
