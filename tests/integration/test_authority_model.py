@@ -198,6 +198,13 @@ STATES = {  # where a command can act: the WorkItems a rule mostly picks
 }
 
 
+def pick(data, values, label: str):
+    """One of `values`, a list whose length depends on what the server holds. The draw is
+    always the same shape (an index below a fixed bound), so that Hypothesis never sees
+    one prefix of choices lead to draws of different shapes, which it reports as flaky."""
+    return values[data.draw(st.integers(0, 255), label=label) % len(values)]
+
+
 class AuthorityMachine(RuleBasedStateMachine):
     def __init__(self):
         super().__init__()
@@ -363,8 +370,8 @@ class AuthorityMachine(RuleBasedStateMachine):
             "mission.create_child": lambda: {"title": "Child", "childFailurePolicy": "block"},
             "work.revise_contract": lambda: {"contract": {
                 **item["contract"], "goal": "Revised", "revision": revision + 1}},
-            "work.offer": lambda: {"candidates": [data.draw(st.sampled_from(
-                [w.actor.name for w in self.workers]), label="candidate")],
+            "work.offer": lambda: {"candidates": [pick(
+                data, [w.actor.name for w in self.workers], "candidate")],
                 "mode": "sequential", "expiresAt": later},
             "work.decline_offer": lambda: {"reason": "capacity"},
             "work.accept_offer": lambda: {"contractRevision": revision},
@@ -436,24 +443,21 @@ class AuthorityMachine(RuleBasedStateMachine):
         type_ = data.draw(st.sampled_from(TYPES), label="type")
         item, mission_id = None, None
         if type_ in MISSION_COMMANDS or type_ == "mission.create":
-            mission_id = data.draw(st.sampled_from(sorted(self.missions)), label="mission")
+            mission_id = pick(data, sorted(self.missions), "mission")
         else:
             if not self.items:
                 return
             states = dict(WorkItem.objects.filter(group_id=self.world.group.id)
                           .values_list("work_item_id", "state"))
             fitting = [i for i in self.items if states.get(i) in STATES[type_]]
-            pool = fitting if fitting and data.draw(st.integers(0, 4), label="fit") else \
-                self.items
-            item = self.read(data.draw(st.sampled_from(pool), label="item"))
+            fit = data.draw(st.integers(0, 4), label="fit")
+            item = self.read(pick(data, fitting if fitting and fit else self.items, "item"))
         mission = self.missions.get(mission_id or (item or {}).get("missionId"))
         people = list(self.people.values())
         allowed = [p for p in people if judge(p, type_, mission, item, self.submitter.get(
             item["id"] if item else None)).allowed]
-        if allowed and data.draw(st.booleans(), label="authorized"):
-            person = data.draw(st.sampled_from(allowed), label="sender")
-        else:
-            person = data.draw(st.sampled_from(people), label="sender")
+        authorized = data.draw(st.booleans(), label="authorized")
+        person = pick(data, allowed if allowed and authorized else people, "sender")
         body = self.body_for(person, type_, item, mission_id, data)
         item = self.read(item["id"]) if item else None  # a submission published first
         fields = self.fields_for(person, type_, item) if item else {}
@@ -464,7 +468,7 @@ class AuthorityMachine(RuleBasedStateMachine):
         """One WorkItem one step along the lifecycle, by its rightful sender."""
         if not self.items:
             return
-        item = self.read(data.draw(st.sampled_from(self.items), label="item"))
+        item = self.read(pick(data, self.items, "item"))
         mission = self.missions[item["missionId"]]
         coordinator = next(p for p in self.people.values()
                            if p.actor.principal == mission.coordinator)
@@ -500,9 +504,9 @@ class AuthorityMachine(RuleBasedStateMachine):
         submitted = [i for i in self.items if states.get(i) == "submitted"]
         if not submitted:
             return
-        item = self.read(data.draw(st.sampled_from(submitted), label="item"))
+        item = self.read(pick(data, submitted, "item"))
         candidates = [p for p in self.people.values() if p.roles & {"reviewer", "coordinator"}]
-        person = data.draw(st.sampled_from(candidates), label="sender")
+        person = pick(data, candidates, "sender")
         body = self.body_for(person, "evidence.record", item, item["missionId"], data)
         self.send(person, "evidence.record", body, item["id"])
 
@@ -520,7 +524,8 @@ def test_the_authority_model_holds_on_random_command_sequences(db, settings, rep
     ANSWERS.clear()
     try:
         run_state_machine_as_test(AuthorityMachine, settings=hsettings(
-            max_examples=12, stateful_step_count=40, deadline=None,
+            max_examples=12, stateful_step_count=40, deadline=None, database=None,
+            derandomize=True,  # the same sequences in every run: CI repeats what passed here
             phases=[Phase.explicit, Phase.reuse, Phase.generate],
             suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]))
     finally:
