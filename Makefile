@@ -14,10 +14,11 @@ SERVICES := eval "$$(PYTHON=$(PY) scripts/services.sh)"
 
 venv: $(STAMP)
 
-# Reinstall only when pyproject.toml changed since the last install.
-$(STAMP): pyproject.toml
+# Reinstall only when a pyproject.toml changed since the last install: the Agent SDK (sdk/,
+# its own distribution) and the server, both editable.
+$(STAMP): pyproject.toml sdk/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q -e '.[test]'
+	@$(PY) -m pip install -q -e ./sdk -e '.[test]'
 	@touch $@
 
 # The databases (private ones unless DATABASE_URL / REDIS_URL are set), migrations, the

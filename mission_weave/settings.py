@@ -399,7 +399,7 @@ MW_WS_FRAME_RATE = envstr("MW_WS_FRAME_RATE", "200/second")
 # Most Groups one WebSocket connection may subscribe to (PAYLOAD_TOO_LARGE beyond).
 MW_WS_MAX_SUBSCRIPTIONS = envint("MW_WS_MAX_SUBSCRIPTIONS", 100)
 # JSON bodies and frames nested deeper than this are refused (VALIDATION_ERROR); command
-# envelopes never deeper than the canonical form's 64 (mission_weave/protocol/canonical.py).
+# envelopes never deeper than the canonical form's 64 (sdk/src/mission_weave/protocol/canonical.py).
 MW_MAX_JSON_DEPTH = envint("MW_MAX_JSON_DEPTH", 64)
 # Most rows a list read answers (work-items, missions, an audit's refused commands).
 MW_LIST_MAX = envint("MW_LIST_MAX", 1000)

@@ -8,9 +8,18 @@ from django.core.exceptions import ImproperlyConfigured
 from apps.ledger import authority
 
 from .settings import *  # noqa: F401,F403
-from .settings import MW_AUTHORITY_KEY_ID, MW_AUTHORITY_RETIRED_KEYS, envbool, envstr
+from .settings import (
+    INSTALLED_APPS,
+    MW_AUTHORITY_KEY_ID,
+    MW_AUTHORITY_RETIRED_KEYS,
+    envbool,
+    envstr,
+)
 
 DEBUG = False
+
+# The benchmarks (manage.py mw_bench) are a development tool, left out of the image too.
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "apps.bench"]
 
 SECRET_KEY = envstr("SECRET_KEY")
 if not SECRET_KEY:

@@ -21,6 +21,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+# Where each distribution's packages live: the server's at the root, the Agent SDK's
+# (missionweave-sdk: mission_weave.protocol and mission_weave.sdk) under sdk/src.
+SOURCE_ROOTS = (ROOT / "sdk" / "src", ROOT)
 
 # Bottom to top: an app may import the ones before it, never one after it.
 APP_LAYERS = ["ledger", "identity", "artifacts", "work", "delivery", "api", "dashboard",
@@ -34,7 +37,8 @@ PURE_PACKAGES = {"mission_weave.protocol": {"mission_weave.protocol"},
 
 
 def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    root = next(root for root in SOURCE_ROOTS if path.is_relative_to(root))
+    parts = list(path.relative_to(root).with_suffix("").parts)
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -56,7 +60,10 @@ def imports(path: Path) -> list[tuple[int, str]]:
 
 
 def sources(folder: str) -> list[Path]:
-    return sorted(path for path in (ROOT / folder).rglob("*.py") if "migrations" not in path.parts)
+    """The modules under `folder` (a path from a source root: "apps/work", "mission_weave/sdk")."""
+    found = next((root / folder for root in SOURCE_ROOTS if (root / folder).is_dir()), None)
+    assert found, f"no folder {folder} under {SOURCE_ROOTS}"
+    return sorted(path for path in found.rglob("*.py") if "migrations" not in path.parts)
 
 
 def within(name: str, package: str) -> bool:

@@ -1,6 +1,6 @@
 """docs/protocol.md stays true to the code: every command type, event type, error code
 and REST route the server knows is documented, each error code with the HTTP status
-mission_weave/protocol/errors.py gives it, and every example marked `<!-- check: ... -->`
+sdk/src/mission_weave/protocol/errors.py gives it, and every example marked `<!-- check: ... -->`
 passes the server's own validation. Pure imports, no database."""
 
 import json
@@ -11,6 +11,7 @@ import pytest
 
 from apps.ledger.envelope import check_envelope
 from mission_weave.core import commands, state
+from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.core.schemas import EVIDENCE, check_body, check_contract
 from mission_weave.protocol.canonical import (
     content_hash,
@@ -21,7 +22,6 @@ from mission_weave.protocol.canonical import (
     without,
 )
 from mission_weave.protocol.errors import HTTP_STATUS
-from mission_weave.protocol.jsonschema_check import check, compile_schema
 
 DOC_PATH = Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
 DOC = DOC_PATH.read_text()

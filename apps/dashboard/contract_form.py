@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from mission_weave.core import checks, schemas
-from mission_weave.protocol.jsonschema_check import violations
+from mission_weave.core.jsonschema_check import violations
 
 SCHEMA_ID = "mwp.work-contract/1"
 FORM, JSON = "form", "json"  # the two editors; the chosen one's content is sent

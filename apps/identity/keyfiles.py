@@ -1,7 +1,7 @@
 """An Agent's public key read from a file, for `mw_register_agent --public-key-file`.
 
 The file holds either the key itself (raw 32 bytes in base64url, surrounding whitespace
-ignored), or a JSON key file such as the SDK reads (mission_weave/sdk/keys.py) and
+ignored), or a JSON key file such as the SDK reads (sdk/src/mission_weave/sdk/keys.py) and
 `mw_demo` writes, `{agentId, keyId, groupId, privateKey}`, the private key being the raw
 Ed25519 seed in base64url. A JSON file's `publicKey` is taken if present; otherwise the
 public key is derived from `privateKey`. A file with both must have them agree."""

@@ -4,7 +4,7 @@ older than MW_PRESENCE_TTL_SECONDS as unknown."""
 
 from datetime import datetime
 
-from mission_weave.protocol.jsonschema_check import check, compile_schema
+from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.protocol.timefmt import format_time
 
 from .models import Presence

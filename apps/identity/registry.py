@@ -10,9 +10,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from apps.ledger.models import Group
+from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.protocol.canonical import public_key_from_b64url
 from mission_weave.protocol.errors import ProtocolError
-from mission_weave.protocol.jsonschema_check import check, compile_schema
 from mission_weave.protocol.timefmt import format_time
 
 from .models import Agent, AgentKey, AgentSession, Membership

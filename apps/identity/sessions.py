@@ -9,8 +9,8 @@ from datetime import datetime, timedelta
 from django.conf import settings
 from django.db import IntegrityError, transaction
 
+from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.protocol.errors import ProtocolError
-from mission_weave.protocol.jsonschema_check import check, compile_schema
 from mission_weave.protocol.timefmt import format_time
 
 from . import principals

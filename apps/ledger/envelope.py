@@ -2,9 +2,9 @@
 
 from mission_weave.core import offline
 from mission_weave.core.commands import Command
+from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.protocol.canonical import domain_problem, signing_bytes
 from mission_weave.protocol.errors import ProtocolError
-from mission_weave.protocol.jsonschema_check import check, compile_schema
 
 KNOWN_EXTENSIONS = frozenset({offline.URN})
 

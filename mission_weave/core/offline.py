@@ -9,7 +9,7 @@ the server's own record of the lease, never the binding's.
 
 from datetime import datetime, timedelta
 
-from mission_weave.protocol import jsonschema_check
+from mission_weave.core import jsonschema_check
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
 

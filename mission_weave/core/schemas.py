@@ -5,8 +5,8 @@ import json
 from pathlib import Path
 
 from mission_weave.core import checks
+from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.protocol.errors import ProtocolError
-from mission_weave.protocol.jsonschema_check import check, compile_schema
 
 CONTRACT = compile_schema(json.loads(
     (Path(__file__).parent / "schemas" / "work-contract-1.json").read_text()))

@@ -6,8 +6,8 @@ stop at authentication: no token, a random Group, an unsigned envelope. `Attacke
 what it targets, then fills in what a client of the SDK would: the principal's bearer token
 (or a human's session cookie and CSRF token), ids of the Cast's Groups, Missions, WorkItems,
 artifacts and snapshots, the envelope's actor, epochs and current fencing tokens, and signs
-the envelope with the actor's key (mission_weave/protocol/canonical.py, as
-mission_weave/sdk/client.py does). Each substitution happens only most of the time, so the
+the envelope with the actor's key (sdk/src/mission_weave/protocol/canonical.py, as
+sdk/src/mission_weave/sdk/client.py does). Each substitution happens only most of the time, so the
 generated value itself still reaches the server in the rest: hostile input in every field,
 now behind valid credentials too.
 

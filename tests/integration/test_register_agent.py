@@ -240,7 +240,7 @@ def test_registering_through_the_registry_shows_the_example_too(public):
     assert error.details == {"path": "(root)", "example": registry.CARD_EXAMPLE}
 
 
-# --- keys the checks refuse (mission_weave/protocol/canonical.py) --------------------------
+# --- keys the checks refuse (sdk/src/mission_weave/protocol/canonical.py) ---------------------
 
 @pytest.mark.parametrize("raw,words", [
     (bytes(31), "an Ed25519 public key is 32 bytes; this one is 31"),

@@ -1,4 +1,4 @@
-"""Admission control (§10.3, mission_weave/sdk/admission.py) without a server: one test
+"""Admission control (§10.3, sdk/src/mission_weave/sdk/admission.py) without a server: one test
 (or more) per dimension of the pure decision, the version-range syntax, the fold of
 offer windows and usage, and the Worker declining through it with its estimate hooks."""
 

@@ -45,8 +45,8 @@ def a_binding(item="research", lease="lease-1", buffered=60, usage=None) -> dict
 # --- the buffer ------------------------------------------------------------------------------
 
 def test_the_binding_is_the_shape_protocol_pins():
+    from mission_weave.core import jsonschema_check
     from mission_weave.core.offline import BINDING
-    from mission_weave.protocol import jsonschema_check
 
     jsonschema_check.check(BINDING, a_binding(), "VALIDATION_ERROR", "binding")
     assert a_binding()["critical"] is True

@@ -1,4 +1,4 @@
-"""Ed25519 edge cases in mission_weave/protocol/canonical.py: what OpenSSL (through the
+"""Ed25519 edge cases in sdk/src/mission_weave/protocol/canonical.py: what OpenSSL (through the
 `cryptography` package) lets through and the protocol module refuses, at parsing
 (public_key_from_b64url, what registration uses) and at verification (verify).
 

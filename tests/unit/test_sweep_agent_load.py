@@ -1,5 +1,5 @@
 """After the sweeper's `lease.expired` the WorkItem is no longer the agent's load (§11.5):
-the SDK's per-Group view (mission_weave/sdk/queues.py), from which the Worker counts
+the SDK's per-Group view (sdk/src/mission_weave/sdk/queues.py), from which the Worker counts
 what it owns against its Agent Card's maxConcurrency (admission, Presence), agrees with
 the server's capacity backstop. Pure: events in, no server."""
 

@@ -10,8 +10,8 @@ from django.db import transaction
 
 from apps.identity import registry
 from apps.ledger.operator import OperatorCommand
+from mission_weave.core.jsonschema_check import check
 from mission_weave.protocol.errors import ProtocolError
-from mission_weave.protocol.jsonschema_check import check
 
 ENVIRONMENT = "MW_USER_PASSWORD"
 THREE_WAYS = (f"give it on standard input with --password-stdin (its first line), in the "

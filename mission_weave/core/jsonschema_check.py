@@ -7,8 +7,8 @@ fails is walked again with jsonschema, whose errors say precisely where and why.
 import fastjsonschema
 from jsonschema import Draft202012Validator, FormatChecker
 
-from .errors import ProtocolError
-from .timefmt import parse_time
+from mission_weave.protocol.errors import ProtocolError
+from mission_weave.protocol.timefmt import parse_time
 
 FORMATS = FormatChecker(formats=())
 
