@@ -5,7 +5,7 @@ Run behind a TLS-terminating proxy that sets X-Forwarded-Proto.
 
 from django.core.exceptions import ImproperlyConfigured
 
-from apps.ledger import authority
+from apps.ledger import signing_keys
 
 from .settings import *  # noqa: F401,F403
 from .settings import (
@@ -31,8 +31,9 @@ if not MW_AUTHORITY_KEY:
         "MW_AUTHORITY_KEY (base64url Ed25519 seed, 32 bytes) must be set in production"
     )
 try:  # the seed, its id and the retired keys, checked together (docs: "Key rotation")
-    authority.from_environment(MW_AUTHORITY_KEY, MW_AUTHORITY_KEY_ID or authority.FIRST_KEY_ID,
-                               MW_AUTHORITY_RETIRED_KEYS)
+    signing_keys.from_environment(MW_AUTHORITY_KEY,
+                                  MW_AUTHORITY_KEY_ID or signing_keys.FIRST_KEY_ID,
+                                  MW_AUTHORITY_RETIRED_KEYS)
 except ValueError as error:
     raise ImproperlyConfigured(str(error)) from None
 

@@ -140,8 +140,8 @@ def test_core_module_imports_without_loading_django(module):
 
 
 def test_the_import_reader_resolves_relative_imports():
-    # Guard the guard: store.py reaches the shell relatively (`from . import models`).
-    found = {name for _line, name in imports(ROOT / "apps" / "work" / "store.py")}
+    # Guard the guard: work_store.py reaches the shell relatively (`from . import models`).
+    found = {name for _line, name in imports(ROOT / "apps" / "work" / "work_store.py")}
     assert "apps.work" in found or "apps.work.models" in found
     assert any(within(name, "mission_weave.core") for name in found)
 

@@ -10,7 +10,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from apps.artifacts import provenance
-from apps.artifacts.store import PACKAGES
+from apps.artifacts.artifact_store import PACKAGES
 from apps.ledger import db, history
 from mission_weave.protocol.errors import ProtocolError
 

@@ -7,7 +7,7 @@ from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 
 from mission_weave.protocol.errors import ProtocolError
 
-from .errors import as_protocol_error, response
+from .error_responses import as_protocol_error, response
 
 log = logging.getLogger(__name__)
 

@@ -9,13 +9,13 @@ from rest_framework.views import APIView
 
 from apps.ledger.models import Event
 from apps.ledger.pipeline import event_document
-from mission_weave.core import review
+from mission_weave.core import evidence_review
 
 from .openapi import ONE, errors, ref
 from .views import _item, member_of
 
-HISTORY_TYPES = ("work.submitted", *review.ORDER, review.EVIDENCE_RECORDED, "work.verified",
-                 "work.failed")
+HISTORY_TYPES = ("work.submitted", *evidence_review.ORDER, evidence_review.EVIDENCE_RECORDED,
+                 "work.verified", "work.failed")
 
 
 class WorkItemReviewView(APIView):

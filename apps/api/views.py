@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from apps.identity import presence, principals
-from apps.ledger import authority, feed, history, pipeline
+from apps.ledger import feed, history, pipeline, signing_keys
 from apps.ledger.models import CommandRecord
 from apps.work import capability_bearer, recovery
 from apps.work import models as work_models
@@ -275,4 +275,4 @@ class AuthorityView(APIView):
                    summary="The Group Authority's public keys, current and retired "
                            "(PROTOCOL §1)")
     def get(self, request):
-        return JsonResponse(authority.listing())
+        return JsonResponse(signing_keys.listing())

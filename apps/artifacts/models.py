@@ -44,7 +44,7 @@ class BlobUpload(models.Model):
 
 
 # --- projections of the log (§13.1, §13.3): written only by the append pipeline
-# (apps/artifacts/store.py), rebuilt from the log and compared by mw_verify.
+# (apps/artifacts/artifact_store.py), rebuilt from the log and compared by mw_verify.
 
 class Artifact(models.Model):
     """An artifact known to a Group: published there (`artifact.published`) or

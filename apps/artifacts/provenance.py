@@ -5,7 +5,7 @@ recursive queries over the Group's edges; nothing of another Group is ever read.
 from apps.ledger import db
 from mission_weave.protocol.errors import ProtocolError
 
-from .store import ARTIFACTS, EDGES
+from .artifact_store import ARTIFACTS, EDGES
 
 # Each step follows the edges of this Group only; UNION drops repeats, so a diamond
 # is walked once (the graph is acyclic: a source must exist before what cites it).

@@ -10,7 +10,7 @@ import hashlib
 
 from django.conf import settings
 
-from mission_weave.core import review
+from mission_weave.core import evidence_review
 from mission_weave.core.checks import ArtifactFacts
 
 from . import storage
@@ -68,7 +68,7 @@ def _inspect(blob: Blob, wants_content: bool, verify: bool, now) -> dict:
     if not keep:
         problem = f"over {limit} bytes: not read as JSON" if wants_content else None
         return {"intact": True, "content_problem": problem}
-    content, problem = review.parse_content(data)
+    content, problem = evidence_review.parse_content(data)
     return {"intact": True, "content": content, "content_problem": problem}
 
 

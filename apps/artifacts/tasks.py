@@ -21,7 +21,7 @@ from django.db import DatabaseError
 from django.utils import timezone
 
 from apps.ledger import db, pipeline, ports  # the projections through the port: work is above us
-from mission_weave.core import review
+from mission_weave.core import evidence_review
 from mission_weave.core.commands.review import current_review, review_step
 from mission_weave.core.state import SUBMITTED
 
@@ -40,7 +40,7 @@ def schedule(group_id: str, documents: list) -> None:
     for document in documents:
         if document["type"] == "work.submitted":
             _enqueue(check_integrity, group_id, document["workItemId"], document["revision"])
-        elif document["type"] == review.EVIDENCE_RECORDED:
+        elif document["type"] == evidence_review.EVIDENCE_RECORDED:
             revision = document["data"].get("submissionRevision")
             if revision is not None:
                 _enqueue(evaluate, group_id, document["workItemId"], revision)
@@ -74,11 +74,11 @@ def check_integrity(group_id: str, item_id: str, submission_revision: int) -> No
     if item is None:
         return
     if item.review["integrity"] is None:
-        facts = review_facts.gather(group_id, review.artifact_hashes(item.submission),
-                                    review.content_needed(item.contract, item.submission),
+        facts = review_facts.gather(group_id, evidence_review.artifact_hashes(item.submission),
+                                    evidence_review.content_needed(item.contract, item.submission),
                                     verify=True, now=timezone.now())
-        _append(group_id, item_id, submission_revision, review.INTEGRITY_CHECKED,
-                lambda it: review.integrity(it.contract, it.submission, facts))
+        _append(group_id, item_id, submission_revision, evidence_review.INTEGRITY_CHECKED,
+                lambda it: evidence_review.integrity(it.contract, it.submission, facts))
     _enqueue(run_checks, group_id, item_id, submission_revision)
 
 
@@ -89,13 +89,13 @@ def run_checks(group_id: str, item_id: str, submission_revision: int) -> None:
     if item is None:
         return
     if item.review["checks"] is None:
-        needed = {h for c in item.contract["acceptanceCriteria"] if review.check_method(c)
-                  for h in review.criterion_artifacts(item.submission, c["id"])}
+        needed = {h for c in item.contract["acceptanceCriteria"] if evidence_review.check_method(c)
+                  for h in evidence_review.criterion_artifacts(item.submission, c["id"])}
         facts = review_facts.gather(group_id, sorted(needed),
-                                    review.content_needed(item.contract, item.submission),
+                                    evidence_review.content_needed(item.contract, item.submission),
                                     verify=False, now=timezone.now())
-        _append(group_id, item_id, submission_revision, review.CHECKS_COMPLETED,
-                lambda it: review.run_checks(it.contract, it.submission, facts))
+        _append(group_id, item_id, submission_revision, evidence_review.CHECKS_COMPLETED,
+                lambda it: evidence_review.run_checks(it.contract, it.submission, facts))
     _enqueue(request_evidence, group_id, item_id, submission_revision)
 
 
@@ -104,8 +104,8 @@ def request_evidence(group_id: str, item_id: str, submission_revision: int) -> N
     """Step 3: name the criteria that await reviewer Evidence."""
     if _current(group_id, item_id, submission_revision) is None:
         return
-    _append(group_id, item_id, submission_revision, review.EVIDENCE_REQUESTED,
-            lambda it: review.evidence_request(it.contract))
+    _append(group_id, item_id, submission_revision, evidence_review.EVIDENCE_REQUESTED,
+            lambda it: evidence_review.evidence_request(it.contract))
     _enqueue(evaluate, group_id, item_id, submission_revision)
 
 
@@ -114,11 +114,13 @@ def evaluate(group_id: str, item_id: str, submission_revision: int) -> None:
     """Step 4: the combined evaluation, appended when it differs from the latest one."""
     if _current(group_id, item_id, submission_revision) is None:
         return
-    _append(group_id, item_id, submission_revision, review.EVALUATED)
+    _append(group_id, item_id, submission_revision, evidence_review.EVALUATED)
 
 
-STEP_TASKS = {review.INTEGRITY_CHECKED: check_integrity, review.CHECKS_COMPLETED: run_checks,
-              review.EVIDENCE_REQUESTED: request_evidence, review.EVALUATED: evaluate}
+STEP_TASKS = {evidence_review.INTEGRITY_CHECKED: check_integrity,
+              evidence_review.CHECKS_COMPLETED: run_checks,
+              evidence_review.EVIDENCE_REQUESTED: request_evidence,
+              evidence_review.EVALUATED: evaluate}
 
 
 @shared_task(name="apps.artifacts.tasks.resume", ignore_result=True)
@@ -131,7 +133,7 @@ def resume(limit: int = 500) -> int:
     for group_id, doc in rows:
         doc = db.from_json(doc)
         current = doc.get("review")
-        step = review.next_step(current) if current else None
+        step = evidence_review.next_step(current) if current else None
         if step is not None:
             _enqueue(STEP_TASKS[step], group_id, doc["id"], current["submissionRevision"])
             scheduled += 1

@@ -23,7 +23,7 @@ from django.utils import timezone
 from apps.identity.principals import Principal
 from apps.ledger import feed, pipeline
 
-from . import fanout_receivers, lifecycle
+from . import fanout_receivers, http_lifecycles
 from .harness import percentile_ms, server
 
 DEFAULT_DELIVERIES = 5000  # per second, when no events rate is given
@@ -46,7 +46,7 @@ def stats(latencies: list, deliveries: int, seconds: float) -> dict:
 class Committer:
     """Paced commits of one-event commands; `stamps[sequence]` = commit moment."""
 
-    def __init__(self, coordinator: lifecycle.Agent, group_id: str):
+    def __init__(self, coordinator: http_lifecycles.Agent, group_id: str):
         self.coordinator, self.group_id = coordinator, group_id
         self.principal = Principal(f"agent:{coordinator.name}", coordinator.session_epoch)
         self.stamps: dict[int, float] = {}
@@ -54,7 +54,7 @@ class Committer:
 
     def commit_one(self) -> None:
         _id, payload = self.coordinator.command(self.group_id, "mission.create", {
-            "title": "fanout", "ownerId": lifecycle.OWNER,
+            "title": "fanout", "ownerId": http_lifecycles.OWNER,
             "coordinatorId": f"agent:{self.coordinator.name}"})
         stamp = {}
         with transaction.atomic():
@@ -150,7 +150,7 @@ def scenario(subscriber_counts: list, seconds: float, workers: int, report,
     if not settings.REDIS_URL:
         raise RuntimeError("the fan-out benchmark needs REDIS_URL")
     run = uuid.uuid4().hex[:8]
-    groups, coordinator, (subscriber,) = lifecycle.cast(run, 1, 1)
+    groups, coordinator, (subscriber,) = http_lifecycles.cast(run, 1, 1)
     group_id = groups[0].id
     rows = []
     with server(workers) as port:

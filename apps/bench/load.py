@@ -1,5 +1,5 @@
 """mw_bench --load: a mixed agent workload for a fixed time, beside the raw PostgreSQL
-transaction rate measured in the same run (lifecycle.run_raw, over the same commands).
+transaction rate measured in the same run (http_lifecycles.run_raw, over the same commands).
 
 Each client thread ("lane") is one worker agent, with a rescuer agent of its own, and
 runs until the time is up, round-robin over the Groups:
@@ -45,7 +45,7 @@ from apps.ledger.models import Group
 from mission_weave.protocol.canonical import sha256_hex, sign
 from mission_weave.protocol.timefmt import format_time
 
-from . import lifecycle
+from . import http_lifecycles
 from .harness import (
     ROOT,
     Client,
@@ -67,7 +67,7 @@ FENCED = {"STALE_LEASE", "LEASE_EXPIRED", "STALE_OWNERSHIP"}
 @dataclass
 class Prepared:
     groups: list
-    coordinator: lifecycle.Agent
+    coordinator: http_lifecycles.Agent
     workers: list
     rescuers: list
     cookie: str  # the MissionOwner's dashboard session
@@ -75,14 +75,14 @@ class Prepared:
 
 def prepare(run: str, groups: int, clients: int) -> Prepared:
     """Groups with Mission `m`, the coordinator, a worker and a rescuer per lane, and a
-    signed-in session of the MissionOwner (lifecycle.OWNER) for the dashboard reads."""
+    signed-in session of the MissionOwner (http_lifecycles.OWNER) for the dashboard reads."""
     from django.contrib.auth import get_user_model
     from django.test import Client as DjangoClient
 
-    cast, coordinator, agents = lifecycle.cast(run, groups, 2 * clients)
+    cast, coordinator, agents = http_lifecycles.cast(run, groups, 2 * clients)
     browser = DjangoClient()
     browser.force_login(get_user_model().objects.get(
-        username=lifecycle.OWNER.removeprefix("user:")))
+        username=http_lifecycles.OWNER.removeprefix("user:")))
     name = settings.SESSION_COOKIE_NAME
     return Prepared([g.id for g in cast], coordinator, agents[:clients], agents[clients:],
                     f"{name}={browser.cookies[name].value}")
@@ -116,7 +116,7 @@ class Rescue:
     due: float
     group_id: str
     item: str
-    worker: lifecycle.Agent
+    worker: http_lifecycles.Agent
     lease: dict
 
 
@@ -213,7 +213,7 @@ class Lane:
         self.tally.count("lifecycles")
         expires = format_time(timezone.now() + timedelta(hours=1))
         if not self.send(self.coordinator, group_id, "work.authorize", {
-                "workItemId": item, "missionId": "m", "contract": lifecycle.contract()}):
+                "workItemId": item, "missionId": "m", "contract": http_lifecycles.contract()}):
             return
         if not self.send(self.coordinator, group_id, "work.offer", {
                 "candidates": [self.worker.name], "mode": "sequential", "expiresAt": expires},
@@ -331,7 +331,7 @@ def heads(group_ids: list) -> dict:
 def drive(ports: list, prepared: Prepared, seconds: float, sockets: list, report) -> dict:
     """The workload against the web processes on `ports` (lane i on ports[i % n]) for
     `seconds`, with WebSocket subscribers on `sockets`; what it measured, and the
-    commands sent (`plans`, for lifecycle.run_raw)."""
+    commands sent (`plans`, for http_lifecycles.run_raw)."""
     tally = Tally()
     subscribers = None
     if sockets:
@@ -435,7 +435,7 @@ def scenario(seconds: float, groups: int, clients: int, web_workers: int, subscr
                              socket_plan([port], prepared.groups, subscribers), report)
     report(f"[load] raw SQL baseline over the same {measured['api']['commands']} "
            f"commands, {clients} clients...")
-    raw = lifecycle.run_raw(measured.pop("plans"), prepared.groups)
+    raw = http_lifecycles.run_raw(measured.pop("plans"), prepared.groups)
     api = measured["api"]
     return {"scenario": "load", "groups": groups, "clients": clients,
             "webWorkers": web_workers, "celeryWorkers": celery, **measured, "raw": raw,

@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from apps.ledger import pipeline
 from apps.ledger.models import Event, Group
-from apps.work import store
+from apps.work import work_store
 from mission_weave.core.commands import Draft
 
-from . import lifecycle
+from . import http_lifecycles
 from .harness import database_url, server
 
 PAGE = 1000
@@ -36,16 +36,16 @@ def progress(n: int) -> dict:
 
 
 def prepare(run: str, events: int) -> dict:
-    group = lifecycle.bench_group(f"bench-replay-{run}")
-    coordinator = lifecycle.Agent(f"brc-{run}", [group], ["coordinator"])
-    reader = lifecycle.Agent(f"brr-{run}", [group], ["observer"])
+    group = http_lifecycles.bench_group(f"bench-replay-{run}")
+    coordinator = http_lifecycles.Agent(f"brc-{run}", [group], ["coordinator"])
+    reader = http_lifecycles.Agent(f"brr-{run}", [group], ["observer"])
     _id, body = coordinator.command(group.id, "mission.create", {
-        "missionId": "m", "title": "replay", "ownerId": lifecycle.OWNER,
+        "missionId": "m", "title": "replay", "ownerId": http_lifecycles.OWNER,
         "coordinatorId": f"agent:{coordinator.name}"})
-    lifecycle.submit_here(coordinator, group.id, body)
+    http_lifecycles.submit_here(coordinator, group.id, body)
     _id, body = coordinator.command(group.id, "work.authorize", {
-        "workItemId": "wi", "missionId": "m", "contract": lifecycle.contract()})
-    lifecycle.submit_here(coordinator, group.id, body)
+        "workItemId": "wi", "missionId": "m", "contract": http_lifecycles.contract()})
+    http_lifecycles.submit_here(coordinator, group.id, body)
     now = timezone.now()
     while (head := _head(group.id)) < events:
         count = min(SLICE, events - head)
@@ -53,7 +53,7 @@ def prepare(run: str, events: int) -> dict:
             group.id, lambda view, count=count, head=head: [
                 Draft("work.progress_reported", progress(head + k), "m", "wi")
                 for k in range(count)],
-            now, lambda group_id: store.load_items(group_id, ["wi"]))
+            now, lambda group_id: work_store.load_items(group_id, ["wi"]))
     with connection.cursor() as cursor:  # what autovacuum would do for a log this size
         cursor.execute(f"ANALYZE {Event._meta.db_table}")
     return {"groupId": group.id, "token": reader.token, "head": _head(group.id)}

@@ -1,6 +1,6 @@
 """mw_bench --scale: how cost grows, each figure beside its raw baseline in the same run.
 
-1. Web processes: lifecycle commands/s through daphne × 1, 2, 4 (lifecycle.scenario:
+1. Web processes: lifecycle commands/s through daphne × 1, 2, 4 (http_lifecycles.scenario:
    prepared and signed beforehand, over `groups` Groups), beside the raw SQL command
    transaction rate for the same commands, measured again at each point; the ratio each.
 2. Groups: the same for 1, 10, 100, 1,000 Groups, daphne × the cpu count.
@@ -9,7 +9,7 @@
    turn, one client, one at a time, through HTTP: daphne × the cpu count, warmed up by
    WARM_UP untimed commands; a fresh WorkItem at each length, taken to `active` just
    before, so that its lease and its `issuedAt`s are new), beside the raw command
-   transaction (lifecycle.run_raw's: lock the Group row, insert the event, update the
+   transaction (http_lifecycles.run_raw's: lock the Group row, insert the event, update the
    head and one projection row, commit) against a raw table holding as many events of
    one group.
    A command reads its WorkItem, not the log: the latency must not grow with it.
@@ -42,11 +42,11 @@ from django.utils import timezone
 
 from apps.ledger import db, pipeline, verify
 from apps.ledger.models import Event, Group
-from apps.work import store
+from apps.work import work_store
 from mission_weave.core import chain, state
 from mission_weave.protocol.timefmt import format_time
 
-from . import lifecycle, replay
+from . import http_lifecycles, replay
 from .harness import database_url, percentile_ms, server
 
 FILL_ITEM = "fill"  # the WorkItem the filling events report progress on
@@ -57,13 +57,13 @@ LINEAR = 1.5  # largest length's µs per event within this of the smallest's: li
 
 
 def by_workers(workers: list, groups: int, lifecycles: int, clients: int, report) -> list:
-    return [lifecycle.scenario(f"workers-{count}", groups, lifecycles, clients, count, report)
+    return [http_lifecycles.scenario(f"workers-{count}", groups, lifecycles, clients, count, report)
             for count in workers]
 
 
 def by_groups(group_counts: list, lifecycles: int, clients: int, workers: int,
               report) -> list:
-    return [lifecycle.scenario(f"groups-{count}", count, lifecycles, clients, workers, report)
+    return [http_lifecycles.scenario(f"groups-{count}", count, lifecycles, clients, workers, report)
             for count in group_counts]
 
 
@@ -85,7 +85,7 @@ def fill(group_id: str, length: int, now) -> int:
     data = [db.to_json(body) for body in bodies]
     while (head := head_of(group_id)) < length:
         count = min(FILL_SLICE, length - head)
-        before = store.load_items(group_id, [FILL_ITEM]).items[FILL_ITEM]
+        before = work_store.load_items(group_id, [FILL_ITEM]).items[FILL_ITEM]
         alone = state.View({}, {FILL_ITEM: before})
         slice_templates, rows = [], []
         for k in range(count):
@@ -96,8 +96,9 @@ def fill(group_id: str, length: int, now) -> int:
             rows.append(("work.progress_reported", at, "m", FILL_ITEM, revision,
                          data[k % FILL_BODIES]))
         prepared = pipeline.Prepared(
-            FILL_ITEM, store.versions(group_id, [FILL_ITEM])[FILL_ITEM], tuple(slice_templates),
-            tuple(rows), store.item_patch(group_id, before, alone.items[FILL_ITEM]))
+            FILL_ITEM, work_store.versions(group_id, [FILL_ITEM])[FILL_ITEM],
+            tuple(slice_templates),
+            tuple(rows), work_store.item_patch(group_id, before, alone.items[FILL_ITEM]))
         if len(pipeline.submit_prepared(group_id, [prepared])) != count:
             raise RuntimeError("the fill lost a race for its WorkItem")
     with connection.cursor() as cursor:  # what autovacuum would do for a log this size
@@ -138,11 +139,11 @@ def at_revision(template: chain.Template, revision: int) -> chain.Template:
 def live_commands(coordinator, worker, group_id: str, item: str, count: int) -> list:
     """A new WorkItem taken to `active` here, then `count` signed commands under its
     lease, lease.renew and work.progress in turn: one client's plan for run_http."""
-    steps = lifecycle.start_steps(coordinator, worker, group_id, item)
+    steps = http_lifecycles.start_steps(coordinator, worker, group_id, item)
     for agent, _type, _id, payload in steps:
-        lifecycle.submit_here(agent, group_id, payload)
+        http_lifecycles.submit_here(agent, group_id, payload)
     fields = {"workItemId": item, "ownershipEpoch": 1,
-              "leaseId": lifecycle.derive_id("lease", steps[-1][2])}
+              "leaseId": http_lifecycles.derive_id("lease", steps[-1][2])}
     commands = []
     for k in range(count):
         type_, body = (("lease.renew", {"leaseSeconds": 600}) if k % 2 == 0
@@ -152,7 +153,7 @@ def live_commands(coordinator, worker, group_id: str, item: str, count: int) -> 
     return [[commands]]
 
 
-RAW_SCHEMA = lifecycle.raw_schema("mw_bench_scale") + \
+RAW_SCHEMA = http_lifecycles.raw_schema("mw_bench_scale") + \
     "INSERT INTO mw_bench_scale.grp VALUES ('g', 0, '');"
 
 
@@ -171,9 +172,9 @@ def raw_fill(dsn: str, length: int) -> None:
 
 
 def raw_latency(dsn: str, plan: list) -> dict:
-    """The raw command transaction (lifecycle.run_raw's), one at a time, for the same
+    """The raw command transaction (http_lifecycles.run_raw's), one at a time, for the same
     commands, on the raw group: p50/p99 ms."""
-    document, samples = json.dumps(lifecycle.contract()), []
+    document, samples = json.dumps(http_lifecycles.contract()), []
     with psycopg.connect(dsn) as raw:
         for type_, _group, _token, payload in plan:
             started = time.perf_counter()
@@ -221,11 +222,11 @@ def per_event_us(seconds: float, events: int) -> float:
 
 def by_log_length(lengths: list, commands: int, workers: int, report) -> dict:
     run = uuid.uuid4().hex[:8]
-    groups, coordinator, (worker,) = lifecycle.cast(f"log-{run}", 1, 1)
+    groups, coordinator, (worker,) = http_lifecycles.cast(f"log-{run}", 1, 1)
     group_id = groups[0].id
     _id, body = coordinator.command(group_id, "work.authorize", {
-        "workItemId": FILL_ITEM, "missionId": "m", "contract": lifecycle.contract()})
-    lifecycle.submit_here(coordinator, group_id, body)
+        "workItemId": FILL_ITEM, "missionId": "m", "contract": http_lifecycles.contract()})
+    http_lifecycles.submit_here(coordinator, group_id, body)
     dsn = database_url()
     with psycopg.connect(dsn, autocommit=True) as raw:
         raw.execute(RAW_SCHEMA)
@@ -233,7 +234,7 @@ def by_log_length(lengths: list, commands: int, workers: int, report) -> dict:
     try:
         with server(workers) as port:
             # Untimed: the web processes' first requests (imports, connections, caches).
-            lifecycle.run_http(port, live_commands(coordinator, worker, group_id, "warm-up",
+            http_lifecycles.run_http(port, live_commands(coordinator, worker, group_id, "warm-up",
                                                    WARM_UP))
             for length in sorted(lengths):
                 report(f"[scale] filling Group {group_id}'s log to {length} events...")
@@ -245,7 +246,7 @@ def by_log_length(lengths: list, commands: int, workers: int, report) -> dict:
                                      commands)
                 report(f"[scale] {commands} commands at {head} events, through daphne × "
                        f"{workers}, and raw...")
-                api = lifecycle.run_http(port, plan)
+                api = http_lifecycles.run_http(port, plan)
                 latency.append({
                     "events": head, "fillSeconds": round(filled, 1),
                     "fillEventsPerSecond": round((head - before) / filled, 1) if filled else None,

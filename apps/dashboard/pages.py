@@ -14,7 +14,7 @@ from apps.identity.models import Membership
 from apps.ledger.models import Event, Group
 from apps.ledger.pipeline import policy
 from apps.work import models as work_models
-from apps.work import store
+from apps.work import work_store
 from mission_weave.core import dag, fencing, lifecycle, ranking, retries, state
 from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
@@ -22,14 +22,14 @@ from mission_weave.protocol.errors import ProtocolError
 from . import (
     access,
     artifact_content,
-    budgets,
+    budget_report,
     contract_diff,
     conversation,
     decisions,
     graph,
     timeline,
 )
-from . import inbox as inbox_rules
+from . import waiting as inbox_rules
 from .access import NotFound, Viewer
 
 DECISIONS = ("work.verified", "work.failed")
@@ -134,7 +134,7 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
             "matrix": evidence_matrix(viewer, items),
             "decisions": decisions.decisions(log),
             "refusal": decisions.refusal_status(log) if active else None,
-            **budgets.mission_budgets(viewer.group_id, mission),
+            **budget_report.mission_budgets(viewer.group_id, mission),
             "approval_blocked": approval_blocked(items),
             "children": child_missions(viewer, mission_id),
             "proposals": open_proposals(viewer, mission_id) if coordinates else [],
@@ -307,7 +307,7 @@ def work_item_page(viewer: Viewer, item_id: str, now, diff: str | None = None) -
         "can_decide": viewer.coordinates(mission) and submitted,
         "override": acceptance_override(item),
         "execution_card": execution_card(viewer, mission, item),
-        **budgets.item_budgets(viewer.group_id, item),
+        **budget_report.item_budgets(viewer.group_id, item),
     }
 
 
@@ -430,8 +430,8 @@ def workers(viewer: Viewer) -> list:
 def placement(viewer: Viewer, item: state.WorkItem, now) -> dict:
     """What `work.offer` with candidates "auto" would find right now: the eligible
     workers ranked with their full selection basis, and why the others are not
-    (the same facts and ranking the pipeline uses, apps/work/store.py, core/ranking.py)."""
-    pool = list(store.candidate_facts(viewer.group_id, None, history=True).values())
+    (the same facts and ranking the pipeline uses, apps/work/work_store.py, core/ranking.py)."""
+    pool = list(work_store.candidate_facts(viewer.group_id, None, history=True).values())
     ttl = policy().presence_ttl_seconds
     facts = {c.agent_id: c for c in pool}
     return {"ranked": ranking.rank(item.contract, pool, now, ttl),

@@ -12,7 +12,7 @@ from django.http import HttpResponseNotAllowed, HttpResponseServerError
 from django.shortcuts import redirect, render
 from django.utils import timezone
 
-from apps.api import errors as api_errors
+from apps.api import error_responses as api_errors
 from mission_weave.protocol.timefmt import format_time
 
 from . import access, actions, contract_form, forms, pages

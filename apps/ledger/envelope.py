@@ -1,12 +1,12 @@
 """The signed command envelope (PROTOCOL §2, §7): its schema and its parsing."""
 
-from mission_weave.core import offline
+from mission_weave.core import offline_binding
 from mission_weave.core.commands import Command
 from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.protocol.canonical import domain_problem, signing_bytes
 from mission_weave.protocol.errors import ProtocolError
 
-KNOWN_EXTENSIONS = frozenset({offline.URN})
+KNOWN_EXTENSIONS = frozenset({offline_binding.URN})
 
 ENVELOPE = compile_schema({
     "type": "object", "additionalProperties": False,
@@ -54,9 +54,9 @@ def check_envelope(envelope, group_id: str) -> bytes:
             raise ProtocolError("UNKNOWN_CRITICAL_EXTENSION",
                                 f"the critical extension {urn} is not understood here",
                                 {"extension": urn})
-    binding = (envelope.get("extensions") or {}).get(offline.URN)
+    binding = (envelope.get("extensions") or {}).get(offline_binding.URN)
     if binding is not None:
-        offline.check_binding(binding, envelope["type"], group_id)
+        offline_binding.check_binding(binding, envelope["type"], group_id)
     try:
         return signing_bytes(envelope)
     except (ValueError, TypeError) as error:  # e.g. an integer beyond IEEE 754's 2**53
@@ -71,4 +71,4 @@ def to_command(envelope: dict, roles: frozenset) -> Command:
         expected_revision=envelope.get("expectedRevision"),
         ownership_epoch=envelope.get("ownershipEpoch"), lease_id=envelope.get("leaseId"),
         session_epoch=envelope.get("sessionEpoch"),
-        offline=(envelope.get("extensions") or {}).get(offline.URN))
+        offline=(envelope.get("extensions") or {}).get(offline_binding.URN))

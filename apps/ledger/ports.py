@@ -7,7 +7,7 @@ tell others what was committed. Each app plugs its part in here from its
 AppConfig.ready(), so that the log names none of them (docs/architecture.md):
 
     members      apps.identity.principals     who sent a command, and with which roles
-    projections  apps.work.store              load the aggregate, write what evolve changed,
+    projections  apps.work.work_store              load the aggregate, write what evolve changed,
                                               and compare the live tables with a replay
     facts        apps.artifacts.facts         what a decision needs from outside the log
     answers      apps.work.capability_bearer  an answer's capability token bearer string

@@ -7,7 +7,7 @@ The document: {id, groupId, sequence, hash (of the event at `sequence`), state:
 the RFC 8785 form of the document without `signature` (PROTOCOL §1), by the authority's
 current key. Its `keyId` names that key, which GET /api/v1/authority keeps listing after
 a rotation, so a snapshot stays verifiable for as long as it is stored
-(authority.verify)."""
+(signing_keys.verify)."""
 
 import json
 import uuid
@@ -19,7 +19,7 @@ from django.utils import timezone
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import authority, verify
+from . import signing_keys, verify
 from .models import Group, Snapshot
 
 
@@ -70,7 +70,7 @@ def take(group_id: str, sequence: int | None = None, now: datetime | None = None
         raise RuntimeError(f"Group {group_id} does not replay to {sequence}: "
                            f"{problems[:3] or 'events missing'}; run mw_verify")
     now = now or timezone.now()
-    signed = authority.sign({
+    signed = signing_keys.sign({
         "id": f"snap_{uuid.uuid4().hex}", "groupId": group_id, "sequence": sequence,
         "hash": last_hash, "state": verify.state_document(view), "createdAt": format_time(now)})
     try:

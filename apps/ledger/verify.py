@@ -8,7 +8,7 @@ import json
 from mission_weave.core import chain, state
 from mission_weave.protocol.timefmt import parse_time
 
-from . import authority, history, ports
+from . import history, ports, signing_keys
 from .models import Group, Snapshot
 
 BATCH = 2000
@@ -106,7 +106,7 @@ def _snapshot_checks(group_id: str) -> _SnapshotChecks:
     checks = _SnapshotChecks()
     for snapshot in Snapshot.objects.filter(group_id=group_id):
         document = json.loads(snapshot.document)
-        if not authority.verify(document):  # by its keyId: retired keys still verify
+        if not signing_keys.verify(document):  # by its keyId: retired keys still verify
             checks.problems.append(f"snapshot {snapshot.id}: the authority signature fails")
 
         def check(view, event, snapshot=snapshot, document=document):

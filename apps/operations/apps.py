@@ -12,9 +12,9 @@ class OperationsConfig(AppConfig):
 
         from apps.ledger import ports
 
-        from . import access, metric_files
+        from . import metric_files, metrics_access
 
-        access.networks(tuple(settings.MW_METRICS_ALLOW))  # a bad network refuses to start
+        metrics_access.networks(tuple(settings.MW_METRICS_ALLOW))  # a bad network refuses to start
         # Before the first metric is created: the mode is chosen then.
         metric_files.start(settings.MW_METRICS_DIR)
         from .observer import Observer

@@ -13,8 +13,8 @@ from prometheus_client.core import GaugeMetricFamily
 
 from apps.ledger import db
 from apps.work import sweeper
-from apps.work.store import ITEMS
-from mission_weave.core import review
+from apps.work.work_store import ITEMS
+from mission_weave.core import evidence_review
 
 from . import fastdb
 
@@ -81,7 +81,7 @@ class StateCollector:
                                 "offer has not expired.", value=offered)
         yield GaugeMetricFamily(
             "mw_review_tasks_queued", "Submissions whose review (§13.2) has a step still to "
-            "run.", value=sum(1 for r in reviews if r and review.next_step(r) is not None))
+            "run.", value=sum(1 for r in reviews if r and evidence_review.next_step(r) is not None))
 
     def _celery(self):
         depth = GaugeMetricFamily("mw_celery_queue_length", "Tasks waiting in the Celery "

@@ -8,7 +8,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from . import access, metric_files, metrics, readiness
+from . import metric_files, metrics, metrics_access, readiness
 from .collectors import StateCollector
 
 
@@ -22,7 +22,7 @@ def healthz(request):
 def readyz(request):
     checks = readiness.checks()
     ready = all(result == "ok" for result in checks.values())
-    if not ready and not access.allowed(request):
+    if not ready and not metrics_access.allowed(request):
         # Why a part failed names hosts, ports and users: only for whom /metrics serves.
         checks = {part: "ok" if result == "ok" else "failed" for part, result in checks.items()}
     return JsonResponse({"status": "ready" if ready else "unavailable", "checks": checks},
@@ -31,7 +31,7 @@ def readyz(request):
 
 @require_safe
 def metrics_view(request):
-    if not access.allowed(request):
+    if not metrics_access.allowed(request):
         return HttpResponse("Forbidden\n", status=403, content_type="text/plain")
     registry = CollectorRegistry()
     folder = metric_files.folder()

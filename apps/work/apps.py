@@ -9,8 +9,8 @@ class WorkConfig(AppConfig):
     def ready(self):
         from apps.ledger import ports
 
-        from . import capability_bearer, store
+        from . import capability_bearer, work_store
 
         # The pipeline loads and writes the projections through the store, and answers
         # carry their capability token's bearer string.
-        ports.plug(projections=store, answers=capability_bearer)
+        ports.plug(projections=work_store, answers=capability_bearer)

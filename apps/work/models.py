@@ -1,6 +1,6 @@
 """Projections of the log: each row holds the document `state.evolve` produced
 (`doc`) plus the columns that queries and the sweeper filter on. Written only by
-the append pipeline (apps/work/store.py); rebuilt and compared by mw_verify.
+the append pipeline (apps/work/work_store.py); rebuilt and compared by mw_verify.
 
 Every key includes the Group, so that the tables can be distributed by group_id: in the
 database each primary key is (id, group_id) (migration 0004; Django's state keeps `id`

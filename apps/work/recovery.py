@@ -7,7 +7,7 @@ from apps.ledger import pipeline
 from mission_weave.core import commands
 from mission_weave.core.state import ACTIVE
 
-from . import models, store
+from . import models, work_store
 
 
 def open_session(request: dict, now: datetime) -> dict:
@@ -34,6 +34,6 @@ def revoke_agent_leases(agent_id: str, now: datetime) -> int:
     for group_id, item_ids in by_group.items():
         events = pipeline.submit_system(
             group_id, lambda view: commands.revoke_for_session(view, agent_id, now, policy), now,
-            lambda gid, ids=item_ids: store.load_items_and_missions(gid, ids))
+            lambda gid, ids=item_ids: work_store.load_items_and_missions(gid, ids))
         revoked += len(events)
     return revoked

@@ -41,11 +41,11 @@ from mission_weave.core import dispatch
 from mission_weave.core import sweep as core
 from mission_weave.core.commands import Context
 
-from . import store
+from . import work_store
 
 log = logging.getLogger(__name__)
 
-ITEMS, MISSIONS = store.ITEMS, store.MISSIONS
+ITEMS, MISSIONS = work_store.ITEMS, work_store.MISSIONS
 
 
 def _auto_dispatch() -> str:
@@ -122,7 +122,7 @@ def _sweep_group(group_id: str, item_ids: list, now: datetime, policy,
     (what is left waits for the next sweep)."""
     chunk = settings.MW_SWEEP_GROUP_CHUNK
     for block in range(0, len(item_ids), PREPARE_BLOCK):
-        view, versions = store.load_due(group_id, item_ids[block:block + PREPARE_BLOCK], now)
+        view, versions = work_store.load_due(group_id, item_ids[block:block + PREPARE_BLOCK], now)
         prepared, dispatching = _outside_the_lock(os.getpid()).submit(
             _prepare, group_id, view, versions, now).result()
         # A Group's commands wait while its lock is held: a chunk per transaction, so
@@ -209,11 +209,11 @@ class _GroupRound:
     def load(self, group_id: str):
         # The items, their Missions and every dependency of theirs: dispatch checks the
         # dependencies, and one missing from the view would count as not met.
-        view = store.load_for_dispatch(group_id, self.item_ids)
+        view = work_store.load_for_dispatch(group_id, self.item_ids)
         placing = [view.items[i] for i in self.item_ids if i in view.items]
         if placing:
             # Automatic dispatch ranks the Group's workers: their facts join the context.
-            self.context = replace(self.context, candidates=store.candidate_facts(
+            self.context = replace(self.context, candidates=work_store.candidate_facts(
                 group_id, None, history=True))
         return view
 

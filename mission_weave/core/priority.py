@@ -1,6 +1,6 @@
 """The requested priority of queued work (§11.1, §11.3: "Priority changes immediately
 reorder queued WorkItems"). A WorkItem's rank is derived from its current contract
-whenever the contract is written (apps/work/store.py keeps it in indexed columns), so
+whenever the contract is written (apps/work/work_store.py keeps it in indexed columns), so
 a revised urgency, impact or deadline reorders the queue at once.
 
 This is the Coordinator's *request* within one Group. The Worker-owned Scheduler

@@ -89,8 +89,8 @@ class WorkItem:
     capability_tokens: tuple = ()
     last_checkpoint: dict | None = None
     submission: dict | None = None
-    # The review of the current submission (§13.2; mission_weave/core/review.py): its steps'
-    # outcomes, reviewer Evidence and latest evaluation. Kept after the item leaves
+    # The review of the current submission (§13.2; mission_weave/core/evidence_review.py):
+    # its steps' outcomes, reviewer Evidence and latest evaluation. Kept after the item leaves
     # `submitted`, for the final Approval; a new submission starts a new one.
     review: dict | None = None
     open_ambiguities: tuple = ()

@@ -271,9 +271,9 @@ def mw_data_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def authority_env(django_db_setup) -> dict:
     """One authority key for every process (this one signs what the tests set up)."""
-    from apps.ledger import authority
+    from apps.ledger import signing_keys
 
-    return {"MW_AUTHORITY_KEY": canonical.private_key_b64url(authority.private_key())}
+    return {"MW_AUTHORITY_KEY": canonical.private_key_b64url(signing_keys.private_key())}
 
 
 # Package-scoped: the server and the Celery worker work on the test database, so they

@@ -5,7 +5,7 @@ PostgreSQL of a fault test), in a Django process of its own on DATABASE_URL:
     python -m tests.faults.seed verify GROUP...          # mw_verify and tests/faults/checks
 
 Each prints one JSON document on stdout. `cast` gives the Groups (each with Mission `m`,
-as apps/bench/lifecycle.cast makes them) and the agents' keys and open sessions:
+as apps/bench/http_lifecycles.cast makes them) and the agents' keys and open sessions:
 {"groups": [...], "coordinator": AGENT, "workers": [AGENT]}, an AGENT being {agentId,
 keyId, privateKey, token, sessionEpoch}. `verify` gives {"problems": [...]}."""
 
@@ -24,11 +24,11 @@ def main(argv: list) -> dict:
     from mission_weave.protocol import canonical
 
     if argv[0] == "cast":
-        from apps.bench import lifecycle
+        from apps.bench import http_lifecycles
 
         call_command("migrate", verbosity=0, interactive=False)
         run, groups, workers = argv[1], int(argv[2]), int(argv[3])
-        cast, coordinator, hands = lifecycle.cast(run, groups, workers)
+        cast, coordinator, hands = http_lifecycles.cast(run, groups, workers)
 
         def agent(a):
             return {"agentId": a.name, "keyId": a.key_id, "token": a.token,

@@ -19,7 +19,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from apps.artifacts import tasks as review_tasks
-from apps.bench import sweep as sweep_bench
+from apps.bench import sweep_load as sweep_bench
 from apps.bench.harness import database_url
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group

@@ -3,7 +3,7 @@ which a fenced worker's renewal was appended, and a command recorded without its
 
 import pytest
 
-from apps.bench.lifecycle import contract
+from apps.bench.http_lifecycles import contract
 from apps.ledger.models import CommandRecord
 from tests.faults import checks
 from tests.support import World

@@ -15,7 +15,7 @@ import time
 
 import pytest
 
-from apps.bench import lifecycle
+from apps.bench import http_lifecycles
 from apps.bench.harness import free_port, percentile_ms
 from apps.bench.load_subscribers import Subscribers
 from apps.ledger.models import Group
@@ -53,7 +53,7 @@ def private_redis(tmp_path_factory):
 def test_redis_restarted_while_50_subscribers_stream_loses_no_event(private_redis, tmp_path,
                                                                     figure):
     url, kill, start = private_redis
-    (group,), coordinator, (reader,) = lifecycle.cast(f"redis-{time.time_ns() % 10**8}", 1, 1)
+    (group,), coordinator, (reader,) = http_lifecycles.cast(f"redis-{time.time_ns() % 10**8}", 1, 1)
     port = free_port()
     env = {**server_env(), "REDIS_URL": url, "MW_DATA_DIR": str(tmp_path)}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
@@ -101,7 +101,7 @@ async def _commit(url: str, coordinator, group_id: str, kill, start) -> tuple[in
                 await asyncio.to_thread(start)
                 phase, down_for = "after", time.monotonic() - went
             await client.command(group_id, "mission.create", {
-                "title": "stream", "ownerId": lifecycle.OWNER,
+                "title": "stream", "ownerId": http_lifecycles.OWNER,
                 "coordinatorId": client.principal})
             count += 1
             pause = began + count / RATE - time.monotonic()

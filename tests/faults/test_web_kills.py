@@ -23,7 +23,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from apps.bench import lifecycle
+from apps.bench import http_lifecycles
 from apps.bench.harness import free_port
 from apps.ledger.models import CommandRecord, Event
 from apps.ledger.verify import verify_group
@@ -40,7 +40,7 @@ GROUPS = 10
 RATE = 0.5  # chance that a command passing the armed point dies there
 
 
-def client_of(agent: lifecycle.Agent, url: str) -> Client:
+def client_of(agent: http_lifecycles.Agent, url: str) -> Client:
     """An SDK client on the agent's session (opened in this process by the cast)."""
     client = Client(url, AgentKey(agent.name, agent.key_id, agent.key), retries=30,
                     backoff_seconds=0.002)
@@ -66,7 +66,7 @@ async def drive(url: str, groups: list, coordinator, worker, report, sent: dict)
             group_id, item = groups[lifecycles % len(groups)], f"k-{lifecycles}"
             expires = format_time(timezone.now() + timedelta(hours=1))
             await send(boss, group_id, "work.authorize", {
-                "workItemId": item, "missionId": "m", "contract": lifecycle.contract()})
+                "workItemId": item, "missionId": "m", "contract": http_lifecycles.contract()})
             await send(boss, group_id, "work.offer", {
                 "candidates": [worker.name], "mode": "sequential", "expiresAt": expires},
                 workItemId=item)
@@ -96,7 +96,7 @@ def _kills(report) -> int:
 def test_a_thousand_kills_inside_the_command_transaction_leave_no_partial_state(
         tmp_path, figure):
     run = uuid.uuid4().hex[:6]
-    groups, coordinator, (worker,) = lifecycle.cast(f"kill-{run}", GROUPS, 1)
+    groups, coordinator, (worker,) = http_lifecycles.cast(f"kill-{run}", GROUPS, 1)
     group_ids = [g.id for g in groups]
     report, port = tmp_path / "kills.jsonl", free_port()
     log = tmp_path / "forkserver.log"

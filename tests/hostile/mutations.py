@@ -29,7 +29,7 @@ from datetime import timedelta
 
 from apps.identity import registry
 from apps.ledger.models import Event, Group
-from mission_weave.core import offline
+from mission_weave.core import offline_binding
 from mission_weave.core.commands import COMMAND_TYPES, ROLES
 from mission_weave.protocol.errors import HTTP_STATUS
 from mission_weave.protocol.timefmt import format_time
@@ -38,7 +38,7 @@ from tests.hostile.matrix import fake, signed_by
 from tests.integration.artifact_helpers import manifest, package, signed
 from tests.support import contract, evidence, now
 
-URN = offline.URN
+URN = offline_binding.URN
 PROTOCOL_CODES = {code: status for code, status in HTTP_STATUS.items() if 400 <= status < 500}
 A, B, C = "unknown", "other_mission", "other_group"
 CLASSES = (A, B, C)

@@ -16,7 +16,7 @@ import pytest
 from apps.artifacts.models import Artifact, ContextPackage
 from apps.ledger.models import Event, Group
 from apps.work.models import Mission, Proposal, WorkItem
-from mission_weave.core import offline
+from mission_weave.core import offline_binding
 from mission_weave.protocol.timefmt import format_time
 from tests.hostile.cast import envelope
 from tests.hostile.matrix import refused, signed_by
@@ -274,7 +274,7 @@ def case_offline_binding_of_another(cast):
     return m1.worker, command(m1.worker, cast.home.group.id, "work.progress", PROGRESS,
                               workItemId=item["id"], ownershipEpoch=item["ownershipEpoch"],
                               leaseId=item["lease"]["id"],
-                              extensions={offline.URN: binding})
+                              extensions={offline_binding.URN: binding})
 
 
 CASES = {

@@ -468,7 +468,7 @@ def test_through_daphne_bodies_are_streamed_with_memory_flat(monkeypatch, settin
 
     from django.db import connection
 
-    from apps.bench import blobs as bench
+    from apps.bench import blob_throughput as bench
     from apps.bench.harness import database_url_of, server
 
     monkeypatch.setenv("DATABASE_URL", database_url_of(connection.settings_dict))

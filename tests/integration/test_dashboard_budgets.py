@@ -1,4 +1,4 @@
-"""The budgets view (apps/dashboard/budgets.py) on real charges from usage.record: what a
+"""The budgets view (apps/dashboard/budget_report.py) on real charges from usage.record: what a
 worker spent shows as charged on its WorkItem and Mission, a child Mission's charges as
 charged on the parent WorkItem and Mission too, and usage refused with BUDGET_EXCEEDED as a
 refused overspend naming the budget it would have overflowed. The partial rendered."""
@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 from django.template.loader import render_to_string
 
-from apps.dashboard import budgets
+from apps.dashboard import budget_report
 from apps.work import models as work_models
 from mission_weave.core import state
 from tests.support import Scenario, assert_error, later
@@ -55,13 +55,13 @@ def test_what_a_worker_records_is_charged_on_the_item_and_its_mission(s):
     s.w1.ok("usage.record", {"tokens": 100, "toolCalls": 2}, **s.lease_fields(item_id))
 
     spent = {"tokens": 500, "toolCalls": 2, "financial": Decimal("2.50")}
-    own = budgets.item_budgets(s.world.group.id, item(s, item_id))
+    own = budget_report.item_budgets(s.world.group.id, item(s, item_id))
     assert charged(own["budgets"]) == spent
     tokens = own["budgets"][1]
     assert (tokens["allowed"], tokens["left"], tokens["percent"]) == (1000, 500, 50)
     assert own["overspends"] == []
 
-    page = budgets.mission_budgets(s.world.group.id, mission(s))
+    page = budget_report.mission_budgets(s.world.group.id, mission(s))
     assert charged(page["budgets"]) == spent
     money, tokens, tool_calls = page["budgets"][:3]
     assert (money["allowed"], money["left"], money["percent"]) == (
@@ -84,21 +84,21 @@ def test_a_child_missions_charges_roll_up_to_the_parent_item_and_mission(s):
 
     spent = {"tokens": 250, "computeSeconds": 30}
     group_id = s.world.group.id
-    on_parent = budgets.item_budgets(group_id, item(s, parent))
+    on_parent = budget_report.item_budgets(group_id, item(s, parent))
     assert charged(on_parent["budgets"]) == spent
     assert (on_parent["budgets"][1]["left"], on_parent["budgets"][1]["percent"]) == (50, 83)
-    above = budgets.mission_budgets(group_id, mission(s, parent_mission))
+    above = budget_report.mission_budgets(group_id, mission(s, parent_mission))
     assert charged(above["budgets"]) == spent
     assert [(e["item"].id, charged(e["budgets"])) for e in above["item_budgets"]] == [
         (parent, spent)]
-    assert charged(budgets.mission_budgets(group_id, mission(s, child_mission))["budgets"]) \
+    assert charged(budget_report.mission_budgets(group_id, mission(s, child_mission))["budgets"]) \
         == spent
 
     # The refusal was aimed at the child's item and named the parent item's budget: it
     # is listed wherever that usage would have been charged.
     for found in (on_parent["overspends"], above["overspends"],
-                  budgets.refused_overspends(group_id, mission_id=child_mission),
-                  budgets.refused_overspends(group_id, work_item_id=child_item)):
+                  budget_report.refused_overspends(group_id, mission_id=child_mission),
+                  budget_report.refused_overspends(group_id, work_item_id=child_item)):
         assert [(o["work_item_id"], o["level"], o["level_id"], o["would_use"])
                 for o in found] == [(child_item, "WorkItem", parent, "350")]
         assert found[0]["message"] == refused["message"]
@@ -118,7 +118,7 @@ def test_refused_overspends_say_who_tried_what_when_and_which_budget(s, clock):
     assert_error(s.w2.send("usage.record", {"tokens": 1}, **s.lease_fields(item_id)),
                  409, "STALE_LEASE")  # refused, but not an overspend
 
-    currency, tokens = budgets.refused_overspends(s.world.group.id, work_item_id=item_id)
+    currency, tokens = budget_report.refused_overspends(s.world.group.id, work_item_id=item_id)
 
     assert (tokens["actor"], tokens["work_item_id"]) == (s.w1.principal, item_id)
     assert tokens["attempted"] == [("Tokens", "101"), ("Side effects", "1")]
@@ -130,7 +130,7 @@ def test_refused_overspends_say_who_tried_what_when_and_which_budget(s, clock):
     assert (currency["level"], currency["dimension"], currency["budget"]) == (
         None, "Money", None)
     assert "EUR" in currency["message"]
-    assert [o["command_id"] for o in budgets.refused_overspends(
+    assert [o["command_id"] for o in budget_report.refused_overspends(
         s.world.group.id, mission_id=s.mission_id)] == [currency["command_id"],
                                                         tokens["command_id"]]
 
@@ -138,9 +138,9 @@ def test_refused_overspends_say_who_tried_what_when_and_which_budget(s, clock):
 def test_refused_overspends_take_a_bounded_number_of_queries(s, django_assert_num_queries):
     item_id, _ = s.running(budgets=MAX)
     with django_assert_num_queries(2):  # the child Missions below, the CommandRecords
-        budgets.refused_overspends(s.world.group.id, work_item_id=item_id)
+        budget_report.refused_overspends(s.world.group.id, work_item_id=item_id)
     with django_assert_num_queries(3):  # and first the Mission's WorkItems
-        budgets.refused_overspends(s.world.group.id, mission_id=s.mission_id)
+        budget_report.refused_overspends(s.world.group.id, mission_id=s.mission_id)
 
 
 def test_the_partial_shows_meters_over_budget_rows_and_the_refusals(s):
@@ -157,7 +157,7 @@ def test_the_partial_shows_meters_over_budget_rows_and_the_refusals(s):
         workItemId=item_id)
 
     html = render_to_string("dashboard/_budgets.html", {
-        **budgets.item_budgets(s.world.group.id, item(s, item_id)),
+        **budget_report.item_budgets(s.world.group.id, item(s, item_id)),
         "viewer": {"group_id": s.world.group.id}})
 
     meters = dict(re.findall(r'<tr data-dimension="(\w+)"[^>]*>.*?<meter min="0" max="100" '

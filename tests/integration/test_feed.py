@@ -7,7 +7,7 @@ import pytest
 
 from apps.ledger import feed, pipeline
 from apps.ledger.models import Event
-from apps.work import store
+from apps.work import work_store
 from mission_weave.core import chain
 from mission_weave.core.commands import Draft
 
@@ -19,7 +19,7 @@ def append(group_id: str, moment: datetime, count: int = 2) -> None:
         group_id, lambda view: [Draft("work.progress_reported", {"phase": f"p{k}", "n": 1.5,
                                                                  "text": "ü \" \\ \n"})
                                 for k in range(count)],
-        moment, lambda group_id: store.load_items(group_id, []))
+        moment, lambda group_id: work_store.load_items(group_id, []))
 
 
 def test_the_feed_gives_exactly_the_stored_documents(scenario):

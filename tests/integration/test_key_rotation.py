@@ -33,7 +33,7 @@ from django.test import Client
 
 from apps.identity import registry, sessions
 from apps.identity.models import Agent, AgentKey, AgentSession, SessionNonce
-from apps.ledger import authority, snapshots, verify
+from apps.ledger import signing_keys, snapshots, verify
 from apps.ledger.models import CommandRecord, Group, Snapshot
 from mission_weave.protocol import canonical
 from mission_weave.protocol.canonical import b64url, b64url_decode, sign, signing_bytes
@@ -80,7 +80,7 @@ def key_files(settings, tmp_path):
     settings.MW_AUTHORITY_KEY = None
     settings.MW_AUTHORITY_KEY_ID = ""
     settings.MW_AUTHORITY_RETIRED_KEYS = ""
-    settings.MW_AUTHORITY_KEY_FILE = tmp_path / "keys" / "authority.key"
+    settings.MW_AUTHORITY_KEY_FILE = tmp_path / "keys" / "signing_keys.key"
     return settings.MW_AUTHORITY_KEY_FILE
 
 
@@ -106,7 +106,7 @@ def test_key_files_rotate_and_a_snapshot_signed_before_still_verifies(scenario, 
 
     assert rotated["keyId"] == "authority#2" and rotated["retired"] == ["authority#1"]
     new_file = Path(rotated["keyFile"])
-    assert new_file == key_files.with_name("authority.key.2")
+    assert new_file == key_files.with_name("signing_keys.key.2")
     assert stat.S_IMODE(new_file.stat().st_mode) == 0o600
     listed = authority_keys()
     assert list(listed) == ["authority#2", "authority#1"]  # current first
@@ -118,7 +118,7 @@ def test_key_files_rotate_and_a_snapshot_signed_before_still_verifies(scenario, 
     # The old snapshot, fetched again after the rotation, verifies with authority#1.
     again = s.w1.get(f"snapshots/{before['id']}").json()
     assert again == before and verifies_with_listed_key(again)
-    assert authority.verify(again)
+    assert signing_keys.verify(again)
     # The SDK's check, with the keys as its client reads them (by keyId).
     sdk_keys = {k: canonical.public_key_from_b64url(v["publicKey"]) for k, v in listed.items()}
     inbox.verify_snapshot(snapshots.reference(Snapshot.objects.get(id=before["id"])), again,
@@ -130,7 +130,7 @@ def test_key_files_rotate_and_a_snapshot_signed_before_still_verifies(scenario, 
     after = snapshot_document(s)
 
     assert after["signature"]["keyId"] == "authority#2"
-    assert verifies_with_listed_key(after) and authority.verify(after)
+    assert verifies_with_listed_key(after) and signing_keys.verify(after)
     assert not canonical.verify(after, canonical.public_key_from_b64url(first_public))
 
 
@@ -164,17 +164,17 @@ def test_a_tampered_document_does_not_verify_under_any_key(scenario, key_files):
     document = snapshot_document(scenario)
     command("mw_rotate_authority_key")
 
-    assert not authority.verify({**document, "sequence": document["sequence"] + 1})
+    assert not signing_keys.verify({**document, "sequence": document["sequence"] + 1})
     relabelled = {**document, "signature": {**document["signature"], "keyId": "authority#2"}}
-    assert not authority.verify(relabelled)
+    assert not signing_keys.verify(relabelled)
     unknown = {**document, "signature": {**document["signature"], "keyId": "authority#9"}}
-    assert not authority.verify(unknown)
+    assert not signing_keys.verify(unknown)
 
 
 def test_the_key_id_setting_is_refused_in_the_key_file_case(key_files, settings):
     settings.MW_AUTHORITY_KEY_ID = "authority#2"
     with pytest.raises(ImproperlyConfigured, match="MW_AUTHORITY_KEY_ID goes with"):
-        authority.keyring()
+        signing_keys.keyring()
 
 
 # --- the authority key: the environment --------------------------------------------------------
@@ -239,8 +239,8 @@ def test_retired_keys_are_read_from_the_environment(environment):
 
     assert listed["authority#1"]["retiredAt"] == "2026-01-02T03:04:05Z"
     assert listed["authority#2"]["current"] is True
-    assert authority.verify(document) and verifies_with_listed_key(document)
-    assert authority.sign({"a": 1})["signature"]["keyId"] == "authority#2"
+    assert signing_keys.verify(document) and verifies_with_listed_key(document)
+    assert signing_keys.sign({"a": 1})["signature"]["keyId"] == "authority#2"
 
 
 def _public() -> str:
@@ -265,7 +265,7 @@ def test_an_inconsistent_set_of_keys_is_refused_saying_why(environment, key_id, 
         .replace("{public}", _public())
 
     with pytest.raises(ImproperlyConfigured) as raised:
-        authority.keyring()
+        signing_keys.keyring()
     assert words in str(raised.value)
 
 
@@ -276,7 +276,7 @@ def test_the_current_key_listed_as_retired_too_is_refused(environment):
     environment.MW_AUTHORITY_RETIRED_KEYS = f"authority#1={current}"
 
     with pytest.raises(ImproperlyConfigured, match="listed twice"):
-        authority.keyring()
+        signing_keys.keyring()
 
 
 def _production(**variables) -> subprocess.CompletedProcess:

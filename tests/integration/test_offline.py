@@ -10,11 +10,11 @@ import pytest
 from apps.ledger import pipeline
 from apps.ledger.verify import verify_group
 from apps.work import sweeper
-from mission_weave.core import offline, state
+from mission_weave.core import offline_binding, state
 from mission_weave.protocol.timefmt import format_time, parse_time
 from tests.support import Scenario, assert_error, evidence, later, now
 
-URN = offline.URN
+URN = offline_binding.URN
 PROGRESS = {"phase": "drafting offline", "milestones": ["outline"]}
 ZERO = {"tokens": 0}
 

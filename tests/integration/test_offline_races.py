@@ -6,7 +6,7 @@ from datetime import timedelta
 import pytest
 
 from apps.ledger.verify import verify_group
-from mission_weave.core import offline, state
+from mission_weave.core import offline_binding, state
 from mission_weave.protocol.timefmt import format_time, parse_time
 from tests.integration.test_races import post, race
 from tests.support import Scenario, now
@@ -32,9 +32,9 @@ def test_the_same_buffer_sent_twice_at_once_is_applied_once():
     item_id, binding = buffered(s)
     assert s.w1.open_session().status_code == 201  # the reconnection revokes the lease
     buffer = [s.w1.envelope("work.progress", {"phase": "drafting"}, workItemId=item_id,
-                            extensions={offline.URN: binding}),
+                            extensions={offline_binding.URN: binding}),
               s.w1.envelope("work.checkpoint", {"progress": {"phase": "drafted"}},
-                            workItemId=item_id, extensions={offline.URN: binding})]
+                            workItemId=item_id, extensions={offline_binding.URN: binding})]
     head = s.world.head
 
     for envelope in buffer:
@@ -61,7 +61,7 @@ def test_two_reconnections_rebasing_the_same_buffer_apply_it_once():
         assert s.w1.open_session().status_code == 201
         rebased.append((s.w1.token, s.w1.envelope(
             "work.progress", {"phase": "drafting"}, id="cmd-offline-progress",
-            workItemId=item_id, extensions={offline.URN: binding})))
+            workItemId=item_id, extensions={offline_binding.URN: binding})))
     head = s.world.head
 
     answers = race([lambda t=token, e=envelope: post(t, s.world.group.id, e)

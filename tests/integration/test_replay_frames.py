@@ -11,7 +11,7 @@ from django.utils import timezone
 from apps.delivery import consumer
 from apps.ledger import feed, pipeline
 from apps.ledger.models import Event
-from apps.work import store
+from apps.work import work_store
 from mission_weave.core.commands import Draft
 from tests.integration.wslive import frames, send, sequences, silence, ws
 from tests.support import Scenario
@@ -24,7 +24,7 @@ def append(group_id: str, count: int) -> None:
             group_id, lambda view, size=size: [
                 Draft("work.progress_reported", {"n": k, "text": "ü \" \\ \n"})
                 for k in range(size)],
-            timezone.now(), lambda group_id: store.load_items(group_id, []))
+            timezone.now(), lambda group_id: work_store.load_items(group_id, []))
         count -= size
 
 

@@ -14,7 +14,7 @@ from django.test import Client
 
 from apps.ledger import archive, history, retention, snapshots, tasks, verify
 from apps.ledger.models import ArchivedEvent, Event, Group, Snapshot
-from apps.work import store
+from apps.work import work_store
 from mission_weave.core import chain
 from mission_weave.protocol import canonical
 from tests.support import Scenario, World, assert_error
@@ -59,7 +59,7 @@ def test_a_snapshot_is_signed_by_the_authority_and_equals_the_replayed_projectio
     tampered = {**document, "sequence": head - 1}
     assert not canonical.verify(tampered, authority_key()[signature["keyId"]])
     assert document["hash"] == Event.objects.get(group_id=group_id, sequence=head).hash
-    assert document["state"] == verify.state_document(store.load_all(group_id))
+    assert document["state"] == verify.state_document(work_store.load_all(group_id))
     assert document["state"] == verify.state_document(verify.replay(group_id)[0])
     assert len(document["state"]["workItems"]) == 2
     assert mw_snapshot(group_id)["snapshotId"] == result["snapshotId"]  # same sequence: same one
@@ -76,7 +76,8 @@ def test_a_snapshot_at_an_earlier_sequence_is_the_state_then(scenario):
     later = snapshots.take(group_id)  # builds on the earlier snapshot, not from sequence 1
 
     assert later.sequence == s.world.head > before.sequence
-    assert snapshots.document(later)["state"] == verify.state_document(store.load_all(group_id))
+    replayed = verify.state_document(work_store.load_all(group_id))
+    assert snapshots.document(later)["state"] == replayed
     assert len(snapshots.document(before)["state"]["workItems"]) == 1
     assert verify.verify_group(group_id) == []  # each snapshot checked against the replay
 

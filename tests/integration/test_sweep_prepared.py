@@ -9,7 +9,7 @@ import pytest
 from apps.ledger import pipeline
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
-from apps.work import store, sweeper
+from apps.work import sweeper, work_store
 from mission_weave.core import sweep
 from tests.integration.test_sweeper_races import cast, check_invariants, running
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def _prepare(s, item_ids, moment):
-    view, versions = store.load_due(s.world.group.id, item_ids, moment)
+    view, versions = work_store.load_due(s.world.group.id, item_ids, moment)
     drafts, dispatching = sweep.split(view, moment)
     assert dispatching == []
     return pipeline.prepare_system(s.world.group.id, view, versions, drafts, moment)
@@ -38,7 +38,7 @@ def test_an_item_renewed_after_the_read_is_left_alone_and_the_rest_expire():
         i for i, _, _ in items if i != renewed)
     assert {e["type"] for e in events} == {"lease.expired"}
     assert s.item(renewed)["lease"] is not None  # still live
-    stored = store.load_items(s.world.group.id, [i for i, _, _ in items]).items
+    stored = work_store.load_items(s.world.group.id, [i for i, _, _ in items]).items
     assert all(item.contract["acceptanceCriteria"] for item in stored.values())  # kept
     check_invariants(s.world.group.id)
 
@@ -61,7 +61,7 @@ def test_a_second_append_of_the_same_preparation_appends_nothing():
 def test_events_that_touch_more_than_their_item_are_refused():
     s = cast()
     (item_id, _, expiry), = running(s, 1)
-    view, versions = store.load_due(s.world.group.id, [item_id], expiry)
+    view, versions = work_store.load_due(s.world.group.id, [item_id], expiry)
     item = view.items[item_id]
     cancel = pipeline.commands.Draft("mission.cancelled", {"reason": "x"}, item.mission_id,
                                      item_id)

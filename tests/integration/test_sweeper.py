@@ -44,9 +44,9 @@ def counted(result: dict) -> dict:
 
 def owner_is_live(s: Scenario, item_id: str) -> bool:
     """The item's ownership as the fencing rules see it now, from its projection."""
-    from apps.work import store
+    from apps.work import work_store
     from mission_weave.core import fencing
-    view = store.load_items(s.world.group.id, [item_id])
+    view = work_store.load_items(s.world.group.id, [item_id])
     return fencing.owner_is_live(view.items[item_id], now())
 
 
@@ -281,7 +281,7 @@ def test_a_large_group_is_set_up_in_slices_and_swept_in_chunks_into_one_chain(db
     several statement slices of one transaction, and the sweep (prepare_system, then
     submit_prepared: COPY and row-by-row patches, db.Many) in several transactions of
     MW_SWEEP_GROUP_CHUNK WorkItems; still one gapless chain that verifies."""
-    from apps.bench import sweep as bench
+    from apps.bench import sweep_load as bench
     from apps.ledger import pipeline
 
     monkeypatch.setattr(pipeline, "SYSTEM_SLICE", 64)

@@ -19,7 +19,7 @@ from django.db import connection, transaction
 
 from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
-from apps.work import store, sweeper
+from apps.work import sweeper, work_store
 from mission_weave.core import fencing
 from mission_weave.protocol.timefmt import parse_time
 from tests.integration.test_races import post, race
@@ -95,7 +95,7 @@ def end_round(s: Scenario, items: list) -> None:
 
 def owner_is_live(s: Scenario, item_id: str, moment) -> bool:
     """The item's ownership as the fencing rules see it at `moment`, from its projection."""
-    view = store.load_items(s.world.group.id, [item_id])
+    view = work_store.load_items(s.world.group.id, [item_id])
     return fencing.owner_is_live(view.items[item_id], moment)
 
 

@@ -9,7 +9,7 @@ import redis
 from django.conf import settings
 from websockets.exceptions import InvalidStatus
 
-from apps.bench.blobs import daphne_pids
+from apps.bench.blob_throughput import daphne_pids
 from apps.delivery.models import Cursor
 from apps.identity import registry
 from apps.ledger import feed, publish

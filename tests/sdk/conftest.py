@@ -40,7 +40,7 @@ def mw_server(django_db_setup, django_db_blocker, tmp_path_factory):
 
     if not settings.REDIS_URL:
         pytest.fail("the live-server SDK tests need Redis: set REDIS_URL (make test does)")
-    from apps.ledger import authority
+    from apps.ledger import signing_keys
 
     data_dir = tmp_path_factory.mktemp("mw-live")
     # One authority key for both processes: tests take snapshots in this one.
@@ -50,7 +50,7 @@ def mw_server(django_db_setup, django_db_blocker, tmp_path_factory):
            # The review (§13.2) runs inline after each submission, so nothing is still
            # working on the database when a test ends (test_review.py runs a real worker).
            "MW_TASKS_EAGER": "1",
-           "MW_AUTHORITY_KEY": canonical.private_key_b64url(authority.private_key())}
+           "MW_AUTHORITY_KEY": canonical.private_key_b64url(signing_keys.private_key())}
     env.pop("DJANGO_SETTINGS_MODULE", None)
     port = free_port()
     server = LiveServer(f"http://127.0.0.1:{port}", start_server(port, env=env), env)

@@ -14,10 +14,10 @@ import pytest
 from apps.bench.harness import free_port
 from mission_weave.protocol import canonical
 from mission_weave.sdk import OfflineError
-from mission_weave.sdk import offline as off
+from mission_weave.sdk import offline_buffer as off
 from mission_weave.sdk.client import ApiError, Client
 from mission_weave.sdk.keys import AgentKey, new_key
-from mission_weave.sdk.offline import URN, OfflineBuffer, Usage
+from mission_weave.sdk.offline_buffer import URN, OfflineBuffer, Usage
 from mission_weave.sdk.worker import Worker
 from tests.sdk.conftest import run
 from tests.sdk.test_chaos import CuttingProxy
@@ -46,7 +46,7 @@ def a_binding(item="research", lease="lease-1", buffered=60, usage=None) -> dict
 
 def test_the_binding_is_the_shape_protocol_pins():
     from mission_weave.core import jsonschema_check
-    from mission_weave.core.offline import BINDING
+    from mission_weave.core.offline_binding import BINDING
 
     jsonschema_check.check(BINDING, a_binding(), "VALIDATION_ERROR", "binding")
     assert a_binding()["critical"] is True

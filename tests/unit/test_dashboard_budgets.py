@@ -2,7 +2,7 @@
 
 from decimal import Decimal
 
-from apps.dashboard.budgets import rows
+from apps.dashboard.budget_report import rows
 from mission_weave.core import budgets
 
 

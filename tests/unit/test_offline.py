@@ -1,4 +1,4 @@
-"""The pure checks of bounded offline execution (§11.5, mission_weave/core/offline.py): the
+"""The pure checks of bounded offline execution (§11.5, mission_weave/core/offline_binding.py): the
 grace window's arithmetic, the binding against the server's record of the lease, and the
 state a reconciled command leaves, through `decide` and `evolve` with no database."""
 
@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from mission_weave.core import commands, offline, state
+from mission_weave.core import commands, offline_binding, state
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit.builders import (
     ITEM_ID,
@@ -70,26 +70,26 @@ def refusal(item, cmd, now_at=60) -> ProtocolError:
 # --- the window ---------------------------------------------------------------------------------
 
 def test_the_window_runs_from_the_lease_start_to_its_expiry_plus_grace():
-    assert offline.window(lease(), GRACE, at(10_000)) == (at(-60), at(300 + GRACE))
+    assert offline_binding.window(lease(), GRACE, at(10_000)) == (at(-60), at(300 + GRACE))
 
 
 def test_the_window_ends_now_at_the_latest():
-    assert offline.window(lease(), GRACE, at(50)) == (at(-60), at(50))
+    assert offline_binding.window(lease(), GRACE, at(50)) == (at(-60), at(50))
 
 
 def test_the_window_ends_at_the_reconnection_that_revoked_the_lease():
-    assert offline.window(revoked_lease(), GRACE, at(10_000)) == (at(-60), at(REVOKED_AT))
+    assert offline_binding.window(revoked_lease(), GRACE, at(10_000)) == (at(-60), at(REVOKED_AT))
 
 
 def test_the_grace_deadline_is_the_servers_lease_expiry_plus_grace():
-    assert offline.grace_deadline(lease(), 60) == at(360)
+    assert offline_binding.grace_deadline(lease(), 60) == at(360)
 
 
 # --- the binding alone --------------------------------------------------------------------------
 
 def test_a_binding_on_a_command_that_cannot_be_buffered_is_invalid():
     with pytest.raises(ProtocolError) as raised:
-        offline.check_binding(binding(), "work.submit", GROUP)
+        offline_binding.check_binding(binding(), "work.submit", GROUP)
     assert raised.value.code == "VALIDATION_ERROR"
 
 
@@ -98,13 +98,13 @@ def test_a_binding_on_a_command_that_cannot_be_buffered_is_invalid():
     {"disconnectedAt": iso(20), "bufferedAt": iso(10)}, {"leaseExpiresAt": "yesterday"}])
 def test_a_malformed_binding_is_invalid(overrides):
     with pytest.raises(ProtocolError) as raised:
-        offline.check_binding(binding(**overrides), "work.progress", GROUP)
+        offline_binding.check_binding(binding(**overrides), "work.progress", GROUP)
     assert raised.value.code == "VALIDATION_ERROR"
 
 
-@pytest.mark.parametrize("command_type", sorted(offline.BUFFERABLE))
+@pytest.mark.parametrize("command_type", sorted(offline_binding.BUFFERABLE))
 def test_a_well_formed_binding_passes(command_type):
-    offline.check_binding(binding(), command_type, GROUP)
+    offline_binding.check_binding(binding(), command_type, GROUP)
 
 
 # --- against the record -------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from mission_weave.core import checks, commands, review, state
+from mission_weave.core import checks, commands, evidence_review, state
 from mission_weave.core.checks import NOT_READ, ArtifactFacts
 from mission_weave.core.commands.review import review_step
 from mission_weave.protocol.errors import ProtocolError
@@ -143,7 +143,7 @@ def test_a_remote_ref_is_not_fetched_it_fails():
 # --- step 1: integrity and output schemas ---------------------------------------------------
 
 def test_integrity_passes_when_every_artifact_is_stored_intact_and_valid():
-    outcome = review.integrity(review_contract(), submission(), {A: stored(content=GOOD)})
+    outcome = evidence_review.integrity(review_contract(), submission(), {A: stored(content=GOOD)})
 
     assert outcome["result"] == "pass"
     assert outcome["artifacts"] == [{"hash": A, "present": True, "intact": True, "size": 40,
@@ -153,9 +153,9 @@ def test_integrity_passes_when_every_artifact_is_stored_intact_and_valid():
 
 
 def test_integrity_fails_for_a_deliverable_without_a_manifest_or_of_another_media_type():
-    unpublished = review.integrity(review_contract(), submission(),
+    unpublished = evidence_review.integrity(review_contract(), submission(),
                                    {A: stored(content=GOOD, sources=None)})
-    other_type = review.integrity(review_contract(), submission(),
+    other_type = evidence_review.integrity(review_contract(), submission(),
                                   {A: stored(content=GOOD, media_type="text/plain")})
 
     assert unpublished["result"] == other_type["result"] == "fail"
@@ -167,7 +167,7 @@ def test_integrity_fails_for_a_deliverable_without_a_manifest_or_of_another_medi
 
 
 def test_integrity_fails_on_a_schema_violation_and_says_where():
-    outcome = review.integrity(review_contract(), submission(),
+    outcome = evidence_review.integrity(review_contract(), submission(),
                                {A: stored(content={"title": "Q3"})})
 
     assert outcome["result"] == "fail"
@@ -177,10 +177,11 @@ def test_integrity_fails_on_a_schema_violation_and_says_where():
 
 
 def test_integrity_fails_on_a_missing_or_corrupted_blob_and_on_content_that_is_not_json():
-    missing = review.integrity(review_contract(), submission(), {A: ArtifactFacts(A, False)})
-    corrupted = review.integrity(review_contract(), submission(),
+    missing = evidence_review.integrity(review_contract(), submission(),
+                                        {A: ArtifactFacts(A, False)})
+    corrupted = evidence_review.integrity(review_contract(), submission(),
                                  {A: replace(stored(content=GOOD), intact=False)})
-    not_json = review.integrity(review_contract(), submission(), {A: stored(
+    not_json = evidence_review.integrity(review_contract(), submission(), {A: stored(
         content_problem="its content is not JSON: Expecting value")})
 
     assert missing["artifacts"][0]["detail"] == "no blob is stored under this hash"
@@ -197,9 +198,9 @@ def test_artifacts_deliver_the_deliverable_their_evidence_names():
         evidence(["ac1"], record_id="e1", subject="deliverable:summary", artifacts=[A]),
         evidence(["ac2"], record_id="e2", subject="deliverable:figures", artifacts=[B])]}
 
-    assert review.deliverable_artifacts(two, sub) == {"summary": [A], "figures": [B]}
-    assert review.content_needed(two, sub) == {A}
-    assert review.criterion_artifacts(sub, "ac2") == [B]
+    assert evidence_review.deliverable_artifacts(two, sub) == {"summary": [A], "figures": [B]}
+    assert evidence_review.content_needed(two, sub) == {A}
+    assert evidence_review.criterion_artifacts(sub, "ac2") == [B]
 
 
 def test_a_schema_deliverable_no_artifact_delivers_fails():
@@ -208,7 +209,8 @@ def test_a_schema_deliverable_no_artifact_delivers_fails():
         {"id": "figures", "description": "f"}])
 
     # Two deliverables, and the only Evidence names neither of them.
-    outcome = review.integrity(two, submission(subject="the work"), {A: stored(content=GOOD)})
+    outcome = evidence_review.integrity(two, submission(subject="the work"),
+                                        {A: stored(content=GOOD)})
 
     assert outcome["result"] == "fail"
     assert "cite it in Evidence with subject deliverable:summary" in outcome["schemas"][0][
@@ -218,7 +220,7 @@ def test_a_schema_deliverable_no_artifact_delivers_fails():
 # --- steps 2 and 3 ----------------------------------------------------------------------------
 
 def test_checks_run_only_for_criteria_that_name_one():
-    outcome = review.run_checks(review_contract(), submission(), {A: stored(size=2000)})
+    outcome = evidence_review.run_checks(review_contract(), submission(), {A: stored(size=2000)})
 
     assert outcome == {"result": "fail", "checks": [{
         "criterionId": "ac2", "method": "check:max-size:1024", "artifacts": [A],
@@ -226,11 +228,11 @@ def test_checks_run_only_for_criteria_that_name_one():
 
 
 def test_the_evidence_request_names_the_criteria_no_check_decides():
-    assert review.evidence_request(review_contract()) == {
+    assert evidence_review.evidence_request(review_contract()) == {
         "criteria": ["ac1"], "roles": ["reviewer", "coordinator"], "command": "evidence.record"}
     only_checks = review_contract(acceptanceCriteria=[
         {"id": "ac2", "description": "small", "method": "check:max-size:1024"}])
-    assert review.evidence_request(only_checks)["criteria"] == []
+    assert evidence_review.evidence_request(only_checks)["criteria"] == []
 
 
 # --- step 4: the combined evaluation -----------------------------------------------------------
@@ -241,14 +243,14 @@ def reviewed(integrity="pass", check="pass", reviewer_results=()) -> dict:
             "checks": {"result": check, "checks": [
                 {"criterionId": "ac2", "method": "check:max-size:1024", "artifacts": [A],
                  "result": check, "detail": "d"}]},
-            "evidenceRequest": review.evidence_request(review_contract()),
+            "evidenceRequest": evidence_review.evidence_request(review_contract()),
             "reviewerEvidence": [evidence(["ac1"], record_id=f"r{i}", producer=REVIEWER,
                                           result=r) for i, r in enumerate(reviewer_results)],
             "evaluation": None}
 
 
 def test_a_semantic_criterion_is_pending_until_a_reviewer_speaks():
-    result = review.evaluate(review_contract(), submission(), reviewed())
+    result = evidence_review.evaluate(review_contract(), submission(), reviewed())
 
     assert result["verdict"] == "pending"
     assert result["pending"] == ["ac1"]
@@ -260,9 +262,9 @@ def test_a_semantic_criterion_is_pending_until_a_reviewer_speaks():
 
 
 def test_the_latest_reviewer_evidence_decides_a_semantic_criterion():
-    failed = review.evaluate(review_contract(), submission(), reviewed(
+    failed = evidence_review.evaluate(review_contract(), submission(), reviewed(
         reviewer_results=["fail: misses section 3"]))
-    passed = review.evaluate(review_contract(), submission(), reviewed(
+    passed = evidence_review.evaluate(review_contract(), submission(), reviewed(
         reviewer_results=["fail: misses section 3", "PASS after the fix"]))
 
     assert (failed["verdict"], failed["failing"]) == ("fail", ["ac1"])
@@ -271,9 +273,9 @@ def test_the_latest_reviewer_evidence_decides_a_semantic_criterion():
 
 
 def test_a_failed_check_or_integrity_fails_the_whole_evaluation():
-    by_check = review.evaluate(review_contract(), submission(), reviewed(
+    by_check = evidence_review.evaluate(review_contract(), submission(), reviewed(
         check="fail", reviewer_results=["pass"]))
-    by_integrity = review.evaluate(review_contract(), submission(), reviewed(
+    by_integrity = evidence_review.evaluate(review_contract(), submission(), reviewed(
         integrity="fail", reviewer_results=["pass"]))
 
     assert (by_check["verdict"], by_check["failing"]) == ("fail", ["ac2"])
@@ -285,13 +287,13 @@ def test_the_next_step_is_the_first_missing_one_then_a_stale_evaluation():
     fresh = {"integrity": None, "checks": None, "evidenceRequest": None,
              "reviewerEvidence": [], "evaluation": None}
     done = reviewed()
-    done["evaluation"] = review.evaluate(review_contract(), submission(), done)
+    done["evaluation"] = evidence_review.evaluate(review_contract(), submission(), done)
     later = {**done, "reviewerEvidence": [evidence(["ac1"], record_id="r9", producer=REVIEWER)]}
 
-    assert review.next_step(fresh) == review.INTEGRITY_CHECKED
-    assert review.next_step({**fresh, "integrity": {}}) == review.CHECKS_COMPLETED
-    assert review.next_step(done) is None
-    assert review.next_step(later) == review.EVALUATED
+    assert evidence_review.next_step(fresh) == evidence_review.INTEGRITY_CHECKED
+    assert evidence_review.next_step({**fresh, "integrity": {}}) == evidence_review.CHECKS_COMPLETED
+    assert evidence_review.next_step(done) is None
+    assert evidence_review.next_step(later) == evidence_review.EVALUATED
 
 
 # --- the projection and the system decisions ------------------------------------------------
@@ -322,25 +324,25 @@ def test_work_submitted_opens_a_review_named_by_the_revision_it_gives_the_item()
 def test_a_step_appends_once_for_the_current_submission_and_never_for_another():
     item = submitted_item()
     view = builders.view_of(item)
-    step = review_step(item.id, item.revision, review.EVIDENCE_REQUESTED,
-                       lambda it: review.evidence_request(it.contract))
+    step = review_step(item.id, item.revision, evidence_review.EVIDENCE_REQUESTED,
+                       lambda it: evidence_review.evidence_request(it.contract))
 
     drafts = step(view)
     after = builders.apply(view, drafts)
 
     assert [(d.type, d.data["submissionRevision"], d.data["criteria"]) for d in drafts] == [
-        (review.EVIDENCE_REQUESTED, item.revision, ["ac1"])]
+        (evidence_review.EVIDENCE_REQUESTED, item.revision, ["ac1"])]
     assert after.items[item.id].state == state.SUBMITTED
     assert after.items[item.id].review["evidenceRequest"]["criteria"] == ["ac1"]
     assert step(after) == []  # already recorded: a retried task appends nothing
-    assert review_step(item.id, item.revision - 1, review.EVIDENCE_REQUESTED,
+    assert review_step(item.id, item.revision - 1, evidence_review.EVIDENCE_REQUESTED,
                        lambda it: {})(view) == []  # an earlier submission's task
 
 
 @pytest.mark.parametrize("moved_on", [state.VERIFIED, state.FAILED, state.CANCELLED])
 def test_a_step_for_an_item_that_left_submitted_does_nothing(moved_on):
     item = submitted_item(state=moved_on)
-    step = review_step(item.id, item.review["submissionRevision"], review.EVALUATED)
+    step = review_step(item.id, item.review["submissionRevision"], evidence_review.EVALUATED)
 
     assert step(builders.view_of(item)) == []
 
@@ -348,7 +350,7 @@ def test_a_step_for_an_item_that_left_submitted_does_nothing(moved_on):
 def test_evaluation_is_appended_only_when_it_changes():
     item = submitted_item()
     view = builders.view_of(item)
-    evaluate = review_step(item.id, item.revision, review.EVALUATED)
+    evaluate = review_step(item.id, item.revision, evidence_review.EVALUATED)
 
     first = evaluate(view)
     view = builders.apply(view, first)
@@ -425,7 +427,8 @@ def test_reviewer_evidence_must_be_the_actors_own_and_say_pass_or_fail(overrides
 
 def with_evaluation(item, review_state) -> state.WorkItem:
     review_state = {**review_state, "submissionRevision": item.revision}
-    review_state["evaluation"] = review.evaluate(item.contract, item.submission, review_state)
+    review_state["evaluation"] = evidence_review.evaluate(item.contract, item.submission,
+                                                          review_state)
     return replace(item, review=review_state)
 
 
@@ -499,7 +502,8 @@ def test_an_acceptance_without_a_review_or_without_evidence_is_refused():
 def test_a_new_submission_starts_a_new_review_and_old_outcomes_do_not_land_on_it():
     item = submitted_item()
     view = builders.view_of(item)
-    view = builders.apply(view, review_step(item.id, item.revision, review.EVALUATED)(view))
+    step = review_step(item.id, item.revision, evidence_review.EVALUATED)
+    view = builders.apply(view, step(view))
     first = view.items[item.id].review["submissionRevision"]
     # failed, offered, accepted and started again (built directly), then submitted again
     again = replace(view.items[item.id], state=state.ACTIVE,
@@ -508,7 +512,7 @@ def test_a_new_submission_starts_a_new_review_and_old_outcomes_do_not_land_on_it
     view = builders.apply(view, [builders_draft(again, "work.submitted", {
         "leaseId": "lease_2", "contractRevision": 1, "artifacts": [B],
         "evidence": submission((B,))["evidence"]})])
-    late = builders_draft(again, review.INTEGRITY_CHECKED, {
+    late = builders_draft(again, evidence_review.INTEGRITY_CHECKED, {
         "submissionRevision": first, "result": "pass", "artifacts": [], "schemas": []})
     after = builders.apply(view, [late])
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from mission_weave.core import commands, records, review, state
+from mission_weave.core import commands, evidence_review, records, state
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import (
@@ -275,9 +275,9 @@ def test_a_passing_verdict_recorded_after_a_pending_evaluation_is_evaluated_in_t
 
     drafts = accept(item, ["ac2"])
 
-    assert [d.type for d in drafts] == [review.EVALUATED, "work.verified"]
-    assert drafts[0].data == {"submissionRevision": item.revision,
-                              **review.evaluate(item.contract, item.submission, item.review)}
+    assert [d.type for d in drafts] == [evidence_review.EVALUATED, "work.verified"]
+    evaluation = evidence_review.evaluate(item.contract, item.submission, item.review)
+    assert drafts[0].data == {"submissionRevision": item.revision, **evaluation}
     assert drafts[0].data["verdict"] == "pass"
     assert drafts[1].data["review"] == {"submissionRevision": item.revision, "verdict": "pass",
                                         "integrity": "pass", "overridden": []}

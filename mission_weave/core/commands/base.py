@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from .. import dag, fencing, lifecycle, offline
+from .. import dag, fencing, lifecycle, offline_binding
 from ..schemas import check_contract
 from ..state import (
     ACTIVE,
@@ -132,10 +132,10 @@ def held_item(view: View, command: Command, context: Context) -> WorkItem:
 
 def reconciled_item(view: View, command: Command, context: Context) -> WorkItem:
     """The WorkItem of a command buffered offline (§11.5), checked against the lease its
-    binding names instead of the current one, and against the §10.2 table as offline.py
+    binding names instead of the current one, and against the §10.2 table as offline_binding.py
     reads it for buffered work (a reconnection may have returned the item to `queued`)."""
     item = _found_item(view, command)
-    offline.check(view.missions[item.mission_id], item, command, context.now,
+    offline_binding.check(view.missions[item.mission_id], item, command, context.now,
                   context.policy.offline_grace_seconds)
     return item
 

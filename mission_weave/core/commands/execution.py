@@ -9,7 +9,7 @@ from mission_weave.protocol.idempotency import attempt_operation_id, idempotency
 from mission_weave.protocol.timefmt import format_time
 
 from .. import capabilities, fencing, retries
-from .. import review as evaluation
+from .. import evidence_review as evaluation
 from ..state import (
     ACTIVE,
     QUEUED,

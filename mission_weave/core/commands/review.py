@@ -1,8 +1,8 @@
 """The review of a submission (§13.2): reviewer Evidence (`evidence.record`), the steps the
 server appends for itself (apps/artifacts/tasks.py runs them), and what the review asks of
-`work.accept_result`. The evaluation itself is mission_weave/core/review.py. Pure."""
+`work.accept_result`. The evaluation itself is mission_weave/core/evidence_review.py. Pure."""
 
-from mission_weave.core import review as evaluation
+from mission_weave.core import evidence_review as evaluation
 from mission_weave.protocol.errors import ProtocolError
 
 from ..state import SUBMITTED, WorkItem

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from mission_weave.protocol.errors import ProtocolError
 
-from .. import budgets, offline
+from .. import budgets, offline_binding
 from ..state import USAGE_RECORDED, View, WorkItem
 from .base import Draft, item_draft, target_item
 
@@ -37,7 +37,7 @@ def reconcile(view: View, command, context, drafts: list) -> list:
     """A command buffered offline (§11.5), already checked by its handler: its offline
     usage charged first (a zero delta charges nothing), then its own events, every one
     saying which lease, buffer time and sessions it was reconciled from."""
-    record = offline.record(command.offline, context.facts.get("sessions", {}),
+    record = offline_binding.record(command.offline, context.facts.get("sessions", {}),
                             command.session_epoch)
     own = [replace(draft, data={**draft.data, "offline": record}) for draft in drafts]
     delta = command.offline["usage"]

@@ -3,7 +3,7 @@ import os
 
 from django.core.management.base import BaseCommand, CommandError
 
-from apps.bench import lifecycle, renew
+from apps.bench import http_lifecycles, renew
 
 
 class Command(BaseCommand):
@@ -24,7 +24,7 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="print only the JSON result")
         parser.add_argument("--sweep", action="store_true",
                             help="instead: expired leases over --groups Groups swept to "
-                                 "completion, beside raw set-based SQL (apps/bench/sweep.py)")
+                                 "completion, beside raw set-based SQL (apps/bench/sweep_load.py)")
         parser.add_argument("--sweep-leases", type=int, default=100_000)
         parser.add_argument("--sweepers", type=int, default=os.cpu_count() or 2,
                             help="sweeper processes at once, like Celery workers")
@@ -44,7 +44,7 @@ class Command(BaseCommand):
         parser.add_argument("--blobs", action="store_true",
                             help="instead: blob PUT/GET MB/s through daphne beside sha256sum "
                                  "and cp of the same bytes, and server peak RSS growth "
-                                 "(apps/bench/blobs.py)")
+                                 "(apps/bench/blob_throughput.py)")
         parser.add_argument("--blob-sizes", default="1,100", help="MiB, comma-separated")
         parser.add_argument("--fanout", action="store_true",
                             help="instead: event delivery latency from commit to WebSocket "
@@ -73,7 +73,7 @@ class Command(BaseCommand):
                             help="instead: the Mission page of a graph of --page-items "
                                  "WorkItems and a WorkItem page, rendered in-process, with "
                                  "their SQL queries, beside the raw SELECT of the WorkItems "
-                                 "(apps/bench/pages.py)")
+                                 "(apps/bench/page_renders.py)")
         parser.add_argument("--page-items", type=int, default=200)
         parser.add_argument("--page-renders", type=int, default=20, help="per page")
         parser.add_argument("--scale", action="store_true",
@@ -116,7 +116,7 @@ class Command(BaseCommand):
         http_servers = self._http_servers(options["http_servers"])
         for name, groups in (("spread", options["groups"]), ("hot", 1)):  # the lifecycles
             if options["only"] in (None, name):
-                results.append(lifecycle.scenario(name, groups, options["lifecycles"],
+                results.append(http_lifecycles.scenario(name, groups, options["lifecycles"],
                                                   options["clients"], options["web_workers"],
                                                   report, http_servers))
         for result in results:
@@ -177,9 +177,9 @@ class Command(BaseCommand):
         return "\n".join(lines)
 
     def _blobs(self, options, report) -> None:
-        from apps.bench import blobs
+        from apps.bench import blob_throughput
 
-        r = blobs.scenario(self._counts(options, "blob_sizes", "whole MiB"), report)
+        r = blob_throughput.scenario(self._counts(options, "blob_sizes", "whole MiB"), report)
         report("\nblobs through daphne × 1 (MB/s = MiB/s; server and client both hash)\n"
                "  size MiB   PUT     GET     sha256sum  cp       PUT/sha  GET/sha  "
                "server peak RSS growth PUT/GET")
@@ -194,9 +194,9 @@ class Command(BaseCommand):
     def _sweep(self, options, report) -> None:
         from django.conf import settings
 
-        from apps.bench import sweep
+        from apps.bench import sweep_load
 
-        r = sweep.scenario(options["sweep_leases"], options["groups"],
+        r = sweep_load.scenario(options["sweep_leases"], options["groups"],
                            options["sweep_batch"] or settings.MW_SWEEP_BATCH,
                            options["sweepers"], report)
         c, swept, raw = r["commands"], r["sweep"], r["raw"]
@@ -229,12 +229,12 @@ class Command(BaseCommand):
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
 
     def _pages(self, options, report) -> None:
-        from apps.bench import pages
+        from apps.bench import page_renders
 
-        if options["page_items"] < 2 * pages.ROW or options["page_renders"] < 1:
-            raise CommandError(f"--page-items must be at least {2 * pages.ROW} (two rows), "
+        if options["page_items"] < 2 * page_renders.ROW or options["page_renders"] < 1:
+            raise CommandError(f"--page-items must be at least {2 * page_renders.ROW} (two rows), "
                                "--page-renders at least 1")
-        r = pages.scenario(options["page_items"], options["page_renders"], report)
+        r = page_renders.scenario(options["page_items"], options["page_renders"], report)
         lines = [f"\npages: {r['workItems']} WorkItems in one Mission, median of "
                  f"{r['renders']} renders in-process",
                  "  page           ms        x raw    KB      SQL queries (at "

@@ -7,7 +7,7 @@ from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.base import CommandError
 
-from apps.ledger import authority
+from apps.ledger import signing_keys
 from apps.ledger.operator import OperatorCommand
 from mission_weave.protocol import canonical
 from mission_weave.protocol.timefmt import format_time
@@ -28,7 +28,7 @@ class Command(OperatorCommand):
 
     def run(self, seed_file=None, **options):
         try:
-            ring = authority.keyring()
+            ring = signing_keys.keyring()
         except ImproperlyConfigured as error:
             raise CommandError(f"the authority keys as configured now do not load: {error}; "
                                "fix that first, nothing changed") from None
@@ -39,29 +39,29 @@ class Command(OperatorCommand):
             return self._rotate_files(ring)
         return self._print_environment(ring, seed_file)
 
-    def _rotate_files(self, ring: authority.Keyring) -> dict:
+    def _rotate_files(self, ring: signing_keys.Keyring) -> dict:
         try:
-            current = authority.rotate_key_file()
+            current = signing_keys.rotate_key_file()
         except FileExistsError as error:
             raise CommandError(f"{error.filename} exists: another rotation just ran; "
                                "nothing changed") from None
-        path = authority.key_file(Path(settings.MW_AUTHORITY_KEY_FILE), current.number)
+        path = signing_keys.key_file(Path(settings.MW_AUTHORITY_KEY_FILE), current.number)
         return {"keyId": current.key_id, "publicKey": current.public_key,
                 "retired": [key.key_id for key in ring.keys], "keyFile": str(path),
                 "next": "the new key signs from now on; the old ones stay listed by "
                         "GET /api/v1/authority, so what they signed still verifies"}
 
-    def _print_environment(self, ring: authority.Keyring, seed_file: str | None) -> dict:
+    def _print_environment(self, ring: signing_keys.Keyring, seed_file: str | None) -> dict:
         new = Ed25519PrivateKey.generate()
         seed = canonical.private_key_b64url(new)
         key_id = f"authority#{ring.next_number}"
         now = format_time(datetime.now(timezone.utc).replace(microsecond=0))
-        retired = [authority.Key(ring.current.key_id, ring.current.public_key, now),
+        retired = [signing_keys.Key(ring.current.key_id, ring.current.public_key, now),
                    *ring.retired]
         environment = {"MW_AUTHORITY_KEY": seed, "MW_AUTHORITY_KEY_ID": key_id,
-                       "MW_AUTHORITY_RETIRED_KEYS": authority.retired_setting(retired)}
+                       "MW_AUTHORITY_RETIRED_KEYS": signing_keys.retired_setting(retired)}
         # The values must load as they are printed: the settings' own check, run now.
-        authority.from_environment(seed, key_id, environment["MW_AUTHORITY_RETIRED_KEYS"])
+        signing_keys.from_environment(seed, key_id, environment["MW_AUTHORITY_RETIRED_KEYS"])
         if seed_file:
             _write_secret(Path(seed_file), seed)
             environment["MW_AUTHORITY_KEY"] = f"<the seed in {seed_file}>"

@@ -13,6 +13,6 @@ page, with a worker that runs as written: docs/sdk.md.
   the Group service is unreachable, rebased and reconciled on reconnection; `OfflineError`.
 """
 
-from .offline import OfflineError
+from .offline_buffer import OfflineError
 
 __all__ = ["OfflineError"]

@@ -53,12 +53,12 @@ import httpx
 from mission_weave.protocol.idempotency import idempotency_key
 from mission_weave.protocol.timefmt import format_time, parse_time
 
-from . import admission, disclosure, offline, scheduler
+from . import admission, disclosure, offline_buffer, scheduler
 from .client import ApiError, Client, may_have_arrived, utcnow
 from .ids import uuid7
 from .inbox import CursorStore, Inbox
 from .keys import AgentKey
-from .offline import OfflineError
+from .offline_buffer import OfflineError
 from .queues import GroupWork, Item
 from .ticks import stop_on_signals, tick_until_stopped
 
@@ -113,16 +113,16 @@ class WorkContext:
         self._task: asyncio.Task | None = None  # the handler's task
         self._releasing = False  # a checkpoint or block is on its way
         self._finishing = False  # the worker is submitting or failing the item itself
-        # Bounded offline execution (§11.5, offline.py): the session the lease was issued
+        # Bounded offline execution (§11.5, offline_buffer.py): the session the lease was issued
         # under, the usage delta `charge()` accumulated, and the refusals of this item's
         # buffered commands on reconciliation (ApiError; `on_refusal(error, entry)` is
         # called with each too, when the handler sets it).
         self.session_epoch = getattr(self.client, "session_epoch", None)
-        self.usage = offline.Usage()
+        self.usage = offline_buffer.Usage()
         # The handler's seconds, measured when the worker measures usage; and a
         # usage.record whose answer was lost with the connection, (envelope, delta), until
         # the reconnection tells whether it was charged.
-        self.meter = offline.Meter() if worker.measure_usage else None
+        self.meter = offline_buffer.Meter() if worker.measure_usage else None
         self.unsettled: tuple[dict, dict] | None = None
         self.refusals: list[ApiError] = []
         self.on_refusal: Callable | None = None
@@ -175,7 +175,7 @@ class WorkContext:
     def grace_deadline(self):
         """The lease's expiry plus the grace period: the last moment a report may be
         buffered; past it the handler is cancelled."""
-        return offline.grace_deadline(self.lease_expires_at,
+        return offline_buffer.grace_deadline(self.lease_expires_at,
                                       self.worker.offline_grace_seconds or 0)
 
     def charge(self, tokens: int = 0, toolCalls: int = 0, sideEffects: int = 0,  # noqa: N803
@@ -212,7 +212,7 @@ class WorkContext:
                 except ApiError as error:
                     if error.code != "STALE_MEMBERSHIP" or refresh:
                         raise
-        except offline.UNREACHABLE as error:
+        except offline_buffer.UNREACHABLE as error:
             if may_have_arrived(error):
                 self.unsettled = (envelope, delta)  # charged or not: the reconnection tells
             else:
@@ -246,7 +246,7 @@ class WorkContext:
             command_id = uuid7()
             return await self.client.command(self.group_id, type_, body, id=command_id,
                                              **self._lease_fields())
-        except offline.UNREACHABLE as error:
+        except offline_buffer.UNREACHABLE as error:
             self.worker._went_offline(error)
             return self._buffer(type_, body, command_id)
 
@@ -258,7 +258,7 @@ class WorkContext:
         self._measured()  # each buffered command carries the seconds since the one before
         last = self.worker.buffer.last_buffered_at(self.lease_id)
         now = max(now, last) if last else now  # bufferedAt never goes back under a lease
-        binding = offline.binding(
+        binding = offline_buffer.binding(
             agent_id=self.client.agent_id, group_id=self.group_id,
             work_item_id=self.work_item_id, session_epoch=self.session_epoch,
             ownership_epoch=self.ownership_epoch, lease_id=self.lease_id,
@@ -300,7 +300,7 @@ class WorkContext:
             answer = await self.client.command(self.group_id, "work.submit", {
                 "contractRevision": self.contract_revision, "artifacts": list(artifacts),
                 "evidence": list(evidence)}, **self._lease_fields())
-        except offline.UNREACHABLE as error:
+        except offline_buffer.UNREACHABLE as error:
             self._finishing = False
             if self.worker.offline_enabled:
                 self.worker._went_offline(error)
@@ -371,7 +371,7 @@ class WorkContext:
         await self._require_online("publishing an artifact")
         try:
             return await self._publish(data, media_type, schema, sources, classification)
-        except offline.UNREACHABLE as error:
+        except offline_buffer.UNREACHABLE as error:
             if not self.worker.offline_enabled:
                 raise
             self.worker._went_offline(error)
@@ -423,16 +423,16 @@ class Worker:
         offers that set none) and the two estimates, which replace the methods
         `estimate_seconds(contract)` and `estimate_cost(contract)`.
 
-        `offline_grace_seconds` enables bounded offline execution (§11.5, offline.py):
+        `offline_grace_seconds` enables bounded offline execution (§11.5, offline_buffer.py):
         while the server cannot be reached, progress and checkpoints are buffered in
         a SQLite file beside the Cursors until each lease's expiry plus this grace
-        (`offline.DEFAULT_GRACE_SECONDS`, the server's default, is what to pass unless
+        (`offline_buffer.DEFAULT_GRACE_SECONDS`, the server's default, is what to pass unless
         the server is configured otherwise: it does not advertise its own). None (the
         default) keeps the plain behaviour: the lease is lost when renewals cannot reach
         the server before it expires.
 
         `measure_usage` (default: on with offline execution) charges each run's measured
-        compute and wall-clock seconds (offline.Meter) with its usage: offline on every
+        compute and wall-clock seconds (offline_buffer.Meter) with its usage: offline on every
         buffered command, online with the charge before its checkpoint, block, submission
         or failure."""
         self.client, self.groups, self.handler = client, groups, handler
@@ -471,14 +471,14 @@ class Worker:
         self.offline_grace_seconds = offline_grace_seconds
         self.offline_enabled = offline_grace_seconds is not None
         self.measure_usage = self.offline_enabled if measure_usage is None else measure_usage
-        self.buffer = offline.OfflineBuffer(offline.OfflineBuffer.path_beside(cursor_path)) \
-            if self.offline_enabled else None
+        buffer_path = offline_buffer.OfflineBuffer.path_beside(cursor_path)
+        self.buffer = offline_buffer.OfflineBuffer(buffer_path) if self.offline_enabled else None
         self.offline_since = None  # when the service was found unreachable; None online
         self.reconnecting = False  # a new session is open, its reconciliation not finished
         self.online = asyncio.Event()
         self.online.set()
         self.reconnect_seconds = 0.5
-        self.reconciled: list[offline.Reconciled] = []  # every answer, for tests and logs
+        self.reconciled: list[offline_buffer.Reconciled] = []  # every answer, for tests and logs
         self._reconnector: asyncio.Task | None = None
 
     @property
@@ -498,7 +498,7 @@ class Worker:
         self.slots = scheduler.declare_slots(self.capacity, self.capacity)
         if self.buffer is not None and len(self.buffer):
             # Buffered by an earlier run that ended offline: reconciled before anything.
-            self._take_reconciled(await offline.reconcile(self.client, self.buffer))
+            self._take_reconciled(await offline_buffer.reconcile(self.client, self.buffer))
         await self._rebuild()
         self.inbox = Inbox(self.client, self.groups, self._on_event, CursorStore(self.cursor_path),
                            self._on_snapshot, on_restart=self._on_restart,
@@ -952,7 +952,7 @@ class Worker:
             log.warning("renewing %s failed (%r); trying again before the lease expires at %s",
                         ctx.work_item_id, failure, format_time(ctx.lease_expires_at))
 
-    # --- bounded offline execution (§11.5, offline.py) ---------------------------------
+    # --- bounded offline execution (§11.5, offline_buffer.py) ---------------------------------
 
     def _contexts(self) -> list[WorkContext]:
         return [ctx for _, ctx in self.running.values() if ctx is not None]
@@ -994,7 +994,7 @@ class Worker:
             await asyncio.sleep(delay)
             try:
                 await self._reconnect()
-            except offline.UNREACHABLE as error:
+            except offline_buffer.UNREACHABLE as error:
                 log.info("still cannot reach the Group service: %r", error)
             except ApiError as error:
                 log.warning("reconnecting: the server answered %s", error)
@@ -1008,7 +1008,7 @@ class Worker:
         self.reconnecting = True
         for ctx in self._contexts():
             await self._settle(ctx)
-        results = await offline.reconcile(self.client, self.buffer)
+        results = await offline_buffer.reconcile(self.client, self.buffer)
         self._take_reconciled(results)
         await self._seen(results)
         for ctx in self._contexts():
@@ -1187,7 +1187,7 @@ def main(argv=None) -> None:
                         help="bounded offline execution (§11.5): buffer progress and "
                         "checkpoints while the server is unreachable until each lease's "
                         f"expiry plus SECONDS (the server's default is "
-                        f"{offline.DEFAULT_GRACE_SECONDS}); off by default")
+                        f"{offline_buffer.DEFAULT_GRACE_SECONDS}); off by default")
     args = parser.parse_args(argv)
     ranges = {}
     for given in args.capability_range:

@@ -18,22 +18,22 @@ from django.urls import reverse
 
 from apps.work.models import WorkItem
 
-from . import lifecycle
+from . import http_lifecycles
 
 ROW = 10  # WorkItems side by side in the bench's graph
 
 
 def prepare(run: str, items: int) -> dict:
-    group = lifecycle.bench_group(f"bench-pages-{run}")
-    coordinator = lifecycle.Agent(f"bpc-{run}", [group], ["coordinator"])
+    group = http_lifecycles.bench_group(f"bench-pages-{run}")
+    coordinator = http_lifecycles.Agent(f"bpc-{run}", [group], ["coordinator"])
     # The small one's last WorkItem has dependencies too, so both WorkItem pages show them.
     missions = {"large": items, "small": max(items // 10, ROW + 1)}
     for mission, count in missions.items():
         _send(coordinator, group.id, "mission.create", {
-            "missionId": mission, "title": f"{count} WorkItems", "ownerId": lifecycle.OWNER,
+            "missionId": mission, "title": f"{count} WorkItems", "ownerId": http_lifecycles.OWNER,
             "coordinatorId": f"agent:{coordinator.name}"})
         for k in range(count):
-            contract = lifecycle.contract()
+            contract = http_lifecycles.contract()
             contract["dependencies"]["workItems"] = [f"{mission}-{j}" for j in _above(k)]
             _send(coordinator, group.id, "work.authorize", {
                 "workItemId": f"{mission}-{k}", "missionId": mission, "contract": contract})
@@ -51,7 +51,7 @@ def _above(k: int) -> list:
 
 def _send(agent, group_id: str, command_type: str, body: dict) -> None:
     _id, payload = agent.command(group_id, command_type, body)
-    lifecycle.submit_here(agent, group_id, payload)
+    http_lifecycles.submit_here(agent, group_id, payload)
 
 
 def queries_of(client: Client, path: str) -> tuple[int, int]:
@@ -96,7 +96,7 @@ def scenario(items: int, renders: int, report) -> dict:
     group_id, missions = prepared["groupId"], prepared["missions"]
     client = Client()
     client.force_login(get_user_model().objects.get(
-        username=lifecycle.OWNER.removeprefix("user:")))
+        username=http_lifecycles.OWNER.removeprefix("user:")))
     def mission_path(mission):
         return reverse("dashboard:mission", args=[group_id, mission])
 

@@ -4,7 +4,7 @@ rows. Hot path, so plain SQL (see apps/ledger/db.py)."""
 
 from django.db import connection
 
-from apps.artifacts import store as artifact_store
+from apps.artifacts import artifact_store as artifact_store
 from apps.identity.models import Agent, Membership, Presence
 from apps.ledger import db
 from mission_weave.core import manifests as artifact_refs

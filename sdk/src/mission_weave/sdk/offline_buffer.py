@@ -38,7 +38,7 @@ from .client import ApiError
 from .ids import uuid7
 from .inbox import durable_sqlite
 
-log = logging.getLogger("mission_weave.sdk.offline")
+log = logging.getLogger("mission_weave.sdk.offline_buffer")
 
 URN = "urn:missionweaveprotocol:extension:bounded-offline-execution"
 # The server's MW_OFFLINE_GRACE_SECONDS default. The server does not advertise its grace

@@ -1,4 +1,4 @@
-"""The §13 projections' repository, beside apps/work/store.py (which calls it): load
+"""The §13 projections' repository, beside apps/work/work_store.py (which calls it): load
 the artifacts and Context Package versions a command cites into the View, write what
 `evolve` changed, and tell mw_verify where the live rows differ from the replay.
 The only code that writes Artifact, ArtifactEdge and ContextPackage rows."""

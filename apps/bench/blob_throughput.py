@@ -17,7 +17,7 @@ from django.conf import settings
 
 from apps.identity import registry
 
-from . import lifecycle
+from . import http_lifecycles
 from .harness import server
 
 MIB = 1024 * 1024
@@ -166,7 +166,7 @@ def measure(port: int, token: str, pid: int, work: Path, size: int, repeats: int
 def scenario(sizes_mib: list, report) -> dict:
     run = uuid.uuid4().hex[:8]
     group, _ = registry.create_group(f"bench-blobs-{run}")
-    agent = lifecycle.Agent(f"bb-{run}", [group], ["worker"])
+    agent = http_lifecycles.Agent(f"bb-{run}", [group], ["worker"])
     work = Path(tempfile.mkdtemp(prefix="bench-blobs-", dir=settings.MW_DATA_DIR))
     previous_root = os.environ.get("MW_BLOB_ROOT")
     os.environ["MW_BLOB_ROOT"] = str(work / "store")  # the server's blob store, thrown away

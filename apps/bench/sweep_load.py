@@ -37,14 +37,14 @@ from apps.ledger import pipeline
 from apps.ledger.models import Event, Group
 from apps.ledger.verify import verify_group
 from apps.work import models as work_models
-from apps.work import store
+from apps.work import work_store
 from mission_weave.core.commands import Draft, derive_id
 from mission_weave.core.state import View
 from mission_weave.protocol.timefmt import format_time
 
 from .harness import database_url
 from .harness import percentile_ms as ms
-from .lifecycle import Agent, contract
+from .http_lifecycles import Agent, contract
 
 COORDINATOR = "bsc-"  # and the run: the agent that coordinates the Missions and sends them
 # the ordinary commands (per-Mission authority: only the Mission's Coordinator authorizes)
@@ -196,8 +196,8 @@ class Commands:
     @contextmanager
     def timing_locks(self):
         """Time each command's lock round trip (BEGIN, the Group lock and the first read,
-        `store.load_after`): where the tail comes from, lock waits or CPU."""
-        original = store.load_after
+        `work_store.load_after`): where the tail comes from, lock waits or CPU."""
+        original = work_store.load_after
 
         def timed(*args, **kwargs):
             started = time.perf_counter()
@@ -205,11 +205,11 @@ class Commands:
                 return original(*args, **kwargs)
             finally:
                 self.locked = time.perf_counter() - started
-        store.load_after = timed
+        work_store.load_after = timed
         try:
             yield
         finally:
-            store.load_after = original
+            work_store.load_after = original
 
     def measure(self, until=None, count: int | None = None) -> list:
         """(wall clock at send, latency in s, of which taking the lock) of commands sent at
