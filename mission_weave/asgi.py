@@ -1,7 +1,7 @@
-"""ASGI entry point: HTTP through Django (run WSGI-style, see mission_weave/http.py),
-WebSockets through Channels.
+"""ASGI entry point: HTTP through Django (run WSGI-style, see
+mission_weave/runtime/http_handler.py), WebSockets through Channels.
 
-Serve with `python -m mission_weave.serve` (several daphne processes) or
+Serve with `python -m mission_weave.runtime.serve` (several daphne processes) or
 `daphne mission_weave.asgi:application`.
 """
 
@@ -20,8 +20,8 @@ from django.conf import settings  # noqa: E402
 
 from apps.delivery.origin import AgentFriendlyOriginValidator  # noqa: E402
 from apps.ledger import publish  # noqa: E402
-from mission_weave.http import PooledSyncASGIHandler  # noqa: E402
 from mission_weave.routing import websocket_urlpatterns  # noqa: E402
+from mission_weave.runtime.http_handler import PooledSyncASGIHandler  # noqa: E402
 
 http_app = PooledSyncASGIHandler()
 if settings.MW_SERVE_STATIC:

@@ -97,8 +97,9 @@ MIDDLEWARE = [
     "apps.operations.middleware.RequestLogMiddleware",
     "apps.operations.middleware.OperationsEndpointsMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    # Per-IP rate limits before anything reads the request (mission_weave/limits.py).
-    "mission_weave.limits.RateLimitMiddleware",
+    # Per-IP rate limits before anything reads the request
+    # (mission_weave/runtime/rate_limits.py).
+    "mission_weave.runtime.rate_limits.RateLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -248,8 +249,9 @@ STATIC_ROOT = BASE_DIR / "staticfiles"
 # the try-out and small deployments; put a CDN or proxy in front for heavy traffic.
 MW_SERVE_STATIC = envbool("MW_SERVE_STATIC", DEBUG)
 
-# Threads per web process that run requests (mission_weave/http.py). Requests wait on
-# PostgreSQL, not on Python, for part of their time; a few threads overlap that.
+# Threads per web process that run requests (mission_weave/runtime/http_handler.py).
+# Requests wait on PostgreSQL, not on Python, for part of their time; a few threads
+# overlap that.
 MW_HTTP_THREADS = envint("MW_HTTP_THREADS", 4)
 
 DATA_UPLOAD_MAX_MEMORY_SIZE = envint("MW_MAX_BODY_BYTES", 1_048_576)
@@ -374,7 +376,7 @@ MW_S3_ACCESS_KEY_ID = envstr("MW_S3_ACCESS_KEY_ID", "") or None
 MW_S3_SECRET_ACCESS_KEY = envstr("MW_S3_SECRET_ACCESS_KEY", "") or None
 MW_S3_PREFIX = envstr("MW_S3_PREFIX", "blobs")
 
-# --- Limits (mission_weave/limits.py; docs/operations.md "Limits") -----------------------
+# --- Limits (mission_weave/runtime/rate_limits.py; docs/operations.md "Limits") -------------
 # Rates in the `limits` notation ("600/second", "10/minute"), counted in Redis when REDIS_URL
 # is set (shared by every process); 0 turns one off. Over one: 429 RATE_LIMITED.
 # Commands (POST .../commands, WebSocket COMMAND frames, the API's other writes) per principal.
@@ -403,7 +405,7 @@ MW_WS_MAX_SUBSCRIPTIONS = envint("MW_WS_MAX_SUBSCRIPTIONS", 100)
 MW_MAX_JSON_DEPTH = envint("MW_MAX_JSON_DEPTH", 64)
 # Most rows a list read answers (work-items, missions, an audit's refused commands).
 MW_LIST_MAX = envint("MW_LIST_MAX", 1000)
-# HTTP connections (daphne, patched in mission_weave/http.py); 0 turns one off. Idle
+# HTTP connections (daphne, patched in mission_weave/runtime/http_handler.py); 0 turns one off. Idle
 # keep-alive connections are closed after this many seconds.
 MW_HTTP_IDLE_TIMEOUT_SECONDS = envint("MW_HTTP_IDLE_TIMEOUT_SECONDS", 60)
 # A request line and headers must arrive within this many seconds of their first byte.
@@ -412,7 +414,7 @@ MW_HTTP_HEADER_TIMEOUT_SECONDS = envint("MW_HTTP_HEADER_TIMEOUT_SECONDS", 20)
 MW_HTTP_BODY_TIMEOUT_SECONDS = envint("MW_HTTP_BODY_TIMEOUT_SECONDS", 30)
 # Bytes per second a slow body must keep up to earn more time (slow-loris bodies).
 MW_HTTP_BODY_MIN_RATE = envint("MW_HTTP_BODY_MIN_RATE", 1024)
-# WebSockets (daphne options that mission_weave/serve.py sets): a ping after this many
+# WebSockets (daphne options that mission_weave/runtime/serve.py sets): a ping after this many
 # seconds without a frame from the client,
 MW_WS_PING_INTERVAL_SECONDS = envint("MW_WS_PING_INTERVAL_SECONDS", 20)
 # and the connection closed when its pong has not come this many seconds later.

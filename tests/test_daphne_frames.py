@@ -1,4 +1,4 @@
-"""mission_weave/daphne_frames.py, in a fresh interpreter that has loaded daphne's server
+"""mission_weave/runtime/daphne_frames.py, in a fresh interpreter that has loaded daphne's server
 as a daphne process has: autobahn's per-frame log helpers hand their argument back, and
 outside a daphne process nothing is patched."""
 
@@ -8,7 +8,7 @@ import sys
 PATCHED = """
 import daphne.server  # what a daphne process has loaded before the app
 from autobahn.websocket import protocol
-from mission_weave import daphne_frames
+from mission_weave.runtime import daphne_frames
 daphne_frames.install()
 daphne_frames.install()  # once is enough; again changes nothing
 assert protocol.hltype(protocol.WebSocketProtocol.sendData) is protocol.WebSocketProtocol.sendData
@@ -19,7 +19,7 @@ print("patched")
 ALONE = """
 from autobahn.websocket import protocol
 original = protocol.hltype
-from mission_weave import daphne_frames
+from mission_weave.runtime import daphne_frames
 daphne_frames.install()
 assert protocol.hltype is original
 print("untouched")

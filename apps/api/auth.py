@@ -1,12 +1,12 @@
 """DRF authentication: agents with a bearer token, humans with Django's session. Once the
-principal is known its rate limit is counted (mission_weave/limits.py), before the view
+principal is known its rate limit is counted (mission_weave/runtime/rate_limits.py), before the view
 reads the body: a refused request changes nothing."""
 
 from django.utils import timezone
 from rest_framework.authentication import BaseAuthentication, SessionAuthentication
 
 from apps.identity.principals import Principal, authenticate_bearer
-from mission_weave import limits
+from mission_weave.runtime import rate_limits
 
 
 class BearerSessionAuthentication(BaseAuthentication):
@@ -42,7 +42,7 @@ def user_principal(user) -> Principal:
 
 def counted(request, principal: Principal) -> Principal:
     """The principal, once its request is counted against its limit (RATE_LIMITED)."""
-    kind = limits.kind_of(request.method, request.path_info)
+    kind = rate_limits.kind_of(request.method, request.path_info)
     if kind in ("commands", "reads"):
-        limits.check(kind, principal=principal.id)
+        rate_limits.check(kind, principal=principal.id)
     return principal

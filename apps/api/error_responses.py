@@ -9,8 +9,8 @@ from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import Http404, JsonResponse
 from rest_framework import exceptions as drf
 
-from mission_weave import limits
 from mission_weave.protocol.errors import ProtocolError
+from mission_weave.runtime import rate_limits
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ def as_protocol_error(exc) -> ProtocolError | None:
 
 
 def response(error: ProtocolError) -> JsonResponse:
-    return limits.with_retry_after(JsonResponse(error.as_json(), status=error.http_status),
+    return rate_limits.with_retry_after(JsonResponse(error.as_json(), status=error.http_status),
                                    error)
 
 

@@ -387,7 +387,8 @@ def components() -> dict:
 
 
 # Every request under /api/v1/ counts against a rate limit, by client IP before anything
-# else and by principal once known (mission_weave/limits.py): any operation may answer it.
+# else and by principal once known (mission_weave/runtime/rate_limits.py): any operation
+# may answer it.
 RATE_LIMITED_ANSWER = {
     "description": "`RATE_LIMITED`",
     "headers": {"Retry-After": {"description": "whole seconds until a retry may pass",

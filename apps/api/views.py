@@ -13,11 +13,11 @@ from apps.ledger import feed, history, pipeline, signing_keys
 from apps.ledger.models import CommandRecord
 from apps.work import capability_bearer, recovery
 from apps.work import models as work_models
-from mission_weave import limits
 from mission_weave.core import state
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.whole import whole_number
+from mission_weave.runtime import rate_limits
 
 from . import reads
 from .openapi import AUTH, COMMAND_ERRORS, ONE, PAGE, errors, json_body, ref
@@ -78,10 +78,10 @@ class SessionsView(APIView):
         principal = f"agent:{agent_id}" if isinstance(agent_id, str) and \
             0 < len(agent_id) <= 100 else None
         if principal:
-            limits.check("sessions", principal=principal, count=False)
+            rate_limits.check("sessions", principal=principal, count=False)
         opened = recovery.open_session(body, timezone.now())
         if principal:
-            limits.record("sessions", principal=principal)
+            rate_limits.record("sessions", principal=principal)
         return JsonResponse(opened, status=201)
 
 

@@ -95,7 +95,7 @@ def download(port: int, token: str, name: str, size: int) -> float:
 
 
 def daphne_pids(port: int) -> list[int]:
-    """The daphne children of the `mission_weave.serve --port <port>` parent."""
+    """The daphne children of the `mission_weave.runtime.serve --port <port>` parent."""
     parent = None
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -103,7 +103,7 @@ def daphne_pids(port: int) -> list[int]:
                 argv = (entry / "cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"mission_weave.serve" in argv and str(port).encode() in argv:
+            if b"mission_weave.runtime.serve" in argv and str(port).encode() in argv:
                 parent = entry.name
     children = []
     for entry in Path("/proc").iterdir():

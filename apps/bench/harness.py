@@ -42,7 +42,7 @@ APP = "mission_weave.asgi:application"
 # as `make run` serves it, and, for comparison, uvicorn (httptools, uvloop) and granian,
 # from the `bench` extra (pip install -e '.[bench]').
 HTTP_SERVERS = {
-    "daphne": lambda port, workers: ["mission_weave.serve", "--workers", str(workers),
+    "daphne": lambda port, workers: ["mission_weave.runtime.serve", "--workers", str(workers),
                                      "--port", str(port)],
     "uvicorn": lambda port, workers: ["uvicorn", "--port", str(port), "--workers",
                                       str(workers), "--loop", "uvloop", "--http", "httptools",
@@ -63,7 +63,7 @@ def celery_worker_command(*args: str) -> list:
 
 def start_server(port: int, workers: int = 1, env: dict | None = None,
                  http_server: str = "daphne") -> subprocess.Popen:
-    """`python -m mission_weave.serve` (or another of HTTP_SERVERS) on `port`, returned
+    """`python -m mission_weave.runtime.serve` (or another of HTTP_SERVERS) on `port`, returned
     once GET /api/v1/authority answers. `env` defaults to this process's environment
     with DEBUG off and a metrics folder of the server's own."""
     metrics = None

@@ -32,9 +32,9 @@ from django.utils import timezone
 from apps.identity import principals
 from apps.identity.principals import Principal
 from apps.ledger import feed, pipeline, ports
-from mission_weave import limits
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
+from mission_weave.runtime import rate_limits
 
 from . import cursors
 from .hub import HUB
@@ -156,10 +156,10 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         """Counted before the frame is parsed or the token re-checked, so a flood is cheap:
         over the rate an ERROR, and a client that keeps on at twice it is disconnected."""
         try:
-            limits.check_frame(self.frames_key)
+            rate_limits.check_frame(self.frames_key)
             return True
         except ProtocolError as error:
-            if limits.refused_too_often(self.frames_key):
+            if rate_limits.refused_too_often(self.frames_key):
                 await self.close(code=POLICY_VIOLATION_CLOSE)
             else:
                 await self.send(text_data=error_frame(error.code, error.message, error.details))
@@ -235,7 +235,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
     def _submit(self, group_id: str, command: dict):
         # The same limits as POST .../commands: this address and this principal.
         client = self.scope.get("client") or ("unknown",)
-        limits.check("commands", ip=client[0], principal=self.principal.id)
+        rate_limits.check("commands", ip=client[0], principal=self.principal.id)
         return pipeline.submit(group_id, command, self.principal)
 
     # -- delivery (the hub calls these on this loop) ---------------------------------

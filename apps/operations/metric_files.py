@@ -1,6 +1,6 @@
 """prometheus_client's multiprocess mode: each process writes its counters to files of
 its own (`<kind>_<pid>.db`) in one folder per host, and a scrape of any process sums
-them all, so that every web process (`mission_weave.serve --workers N`) shows the whole
+them all, so that every web process (`mission_weave.runtime.serve --workers N`) shows the whole
 host's numbers.
 
 `start()` runs once per process, from OperationsConfig.ready(), before any metric exists:

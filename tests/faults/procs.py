@@ -1,6 +1,6 @@
 """The processes a fault test starts, and how it stops them: always by pid. Each runs in
 a session of its own, so that a signal to its process group reaches its children too (a
-Celery worker's pool process, the daphne children of mission_weave.serve), and writes
+Celery worker's pool process, the daphne children of mission_weave.runtime.serve), and writes
 to a log file (a pipe nobody reads would fill up and stall a process that logs a lot,
 as a server does while its database is down)."""
 
@@ -71,8 +71,8 @@ def answering(port: int, process: subprocess.Popen, log: Path, seconds: float = 
 
 
 def web(port: int, env: dict, log: Path, workers: int = 1) -> subprocess.Popen:
-    """`python -m mission_weave.serve --port P`, once it answers."""
-    process = spawn([sys.executable, "-m", "mission_weave.serve", "--port", str(port),
+    """`python -m mission_weave.runtime.serve --port P`, once it answers."""
+    process = spawn([sys.executable, "-m", "mission_weave.runtime.serve", "--port", str(port),
                      "--workers", str(workers)], env, log)
     answering(port, process, log)
     return process

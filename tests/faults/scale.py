@@ -1,5 +1,5 @@
 """The scale-out run (tests/faults/test_scale_out.py and its short variant): two web
-processes (`python -m mission_weave.serve`, one daphne each, on ports of their own) and
+processes (`python -m mission_weave.runtime.serve`, one daphne each, on ports of their own) and
 two Celery workers (one with beat: the sweeper, the review's resume) against one
 PostgreSQL and one Redis, driven by mw_bench --load's workload (apps/bench/load.py:
 lifecycles with renewals, progress, artifacts and submissions reviewed by Celery,

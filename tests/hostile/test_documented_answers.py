@@ -1,8 +1,8 @@
 """Answers the schemathesis run found outside the OpenAPI document, pinned one by one.
 
 - 429 RATE_LIMITED: every request under /api/v1/ counts against a rate limit
-  (mission_weave/limits.py), so every operation documents it, with its Retry-After header
-  (apps/api/openapi.py `postprocess`).
+  (mission_weave/runtime/rate_limits.py), so every operation documents it, with its
+  Retry-After header (apps/api/openapi.py `postprocess`).
 - A blob name with a line break: the URL resolver's `<path:name>` stopped at it, so the
   request never reached the view that refuses a bad name, and the answer was a 404 that
   PUT does not document; blobs are routed with a converter that takes any text now

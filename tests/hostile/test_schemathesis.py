@@ -3,7 +3,8 @@
 Every operation of the document gets requests generated from its schemas, valid ones and
 invalid ones (schemathesis' positive and negative modes), sent through the production ASGI
 application in this process (mission_weave/asgi.py: the pooled handler of
-mission_weave/http.py, every middleware, real commits on PostgreSQL, eager review tasks).
+mission_weave/runtime/http_handler.py, every middleware, real commits on PostgreSQL, eager
+review tasks).
 The hook of tests/hostile/attacker.py gives them real credentials and signatures and the ids
 of a live Cast (tests/hostile/cast.py), so they reach the decisions, not just the door.
 

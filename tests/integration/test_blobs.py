@@ -12,8 +12,8 @@ from django.utils import timezone
 
 from apps.artifacts import blobs, storage
 from apps.artifacts.models import Artifact, Blob, BlobUpload
-from mission_weave.http import PooledSyncASGIHandler
 from mission_weave.protocol.errors import ProtocolError
+from mission_weave.runtime.http_handler import PooledSyncASGIHandler
 from tests.support import World, assert_error
 
 MIB = 1024 * 1024
@@ -348,8 +348,9 @@ def test_an_incomplete_or_unknown_storage_setting_is_refused(settings, kind, buc
 
 
 class Asgi:
-    """Drive mission_weave.http's handler in-process with a body produced lazily and a
-    response consumed without keeping it, so that only the server side holds memory."""
+    """Drive mission_weave.runtime.http_handler's handler in-process with a body produced
+    lazily and a response consumed without keeping it, so that only the server side holds
+    memory."""
 
     def __init__(self):
         self.app = PooledSyncASGIHandler()
@@ -459,7 +460,7 @@ def test_memory_stays_flat_on_a_64_mib_upload_and_download():
     assert download_peak < 12 * MIB, download_peak
 
 
-# --- through a live daphne (mission_weave/daphne_blobs.py) ---------------------------------
+# --- through a live daphne (mission_weave/runtime/daphne_blobs.py) -------------------------
 
 
 @pytest.mark.django_db(transaction=True)

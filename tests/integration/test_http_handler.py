@@ -1,6 +1,6 @@
-"""The HTTP side of a web process: PooledSyncASGIHandler's request cycle (mission_weave/
-http.py) called as an ASGI app, and mission_weave.serve spreading connections over its
-daphne children."""
+"""The HTTP side of a web process: PooledSyncASGIHandler's request cycle
+(mission_weave/runtime/http_handler.py) called as an ASGI app, and
+mission_weave.runtime.serve spreading connections over its daphne children."""
 
 import asyncio
 import http.client
@@ -21,8 +21,8 @@ from django.views.decorators.csrf import csrf_exempt
 
 from apps.api.blob_views import ThreadedStreamingResponse
 from apps.bench.harness import ROOT, free_port
-from mission_weave import serve
-from mission_weave.http import PooledSyncASGIHandler, install_lean_requests
+from mission_weave.runtime import serve
+from mission_weave.runtime.http_handler import PooledSyncASGIHandler, install_lean_requests
 from tests.integration.wslive import server_env
 
 seen = {}  # what the views below saw: the thread they ran on, their connection
@@ -156,8 +156,8 @@ def sockets_of(pid: int) -> int:
 @pytest.mark.django_db(transaction=True)
 def test_serve_spreads_keep_alive_connections_over_its_processes():
     port = free_port()
-    parent = subprocess.Popen([sys.executable, "-m", "mission_weave.serve", "--workers", "2",
-                               "--port", str(port)], cwd=ROOT, env=server_env(),
+    parent = subprocess.Popen([sys.executable, "-m", "mission_weave.runtime.serve",
+                               "--workers", "2", "--port", str(port)], cwd=ROOT, env=server_env(),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     connections = []
     try:
@@ -200,9 +200,9 @@ def test_serve_spreads_keep_alive_connections_over_its_processes():
 def test_serve_on_a_port_another_program_holds_says_so_and_exits():
     port = free_port()
     with socket.create_server(("127.0.0.1", port)):
-        ran = subprocess.run([sys.executable, "-m", "mission_weave.serve", "--port", str(port)],
-                             cwd=ROOT, env=server_env(), capture_output=True, text=True,
-                             timeout=60)
+        ran = subprocess.run([sys.executable, "-m", "mission_weave.runtime.serve", "--port",
+                              str(port)], cwd=ROOT, env=server_env(), capture_output=True,
+                             text=True, timeout=60)
 
     assert ran.returncode == 1 and "Traceback" not in ran.stderr
     assert ran.stderr.strip() == (

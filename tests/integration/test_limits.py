@@ -1,4 +1,4 @@
-"""Limits that keep one client from hurting the rest (mission_weave/limits.py,
+"""Limits that keep one client from hurting the rest (mission_weave/runtime/rate_limits.py,
 docs/operations.md "Limits"), through the whole HTTP stack (Django's test client) and the
 WebSocket consumer in this process (channels' communicator), counted in this test run's
 Redis. Each test names its own limits and a client address of its own, so no count is
@@ -17,9 +17,9 @@ from apps.delivery.origin import AgentFriendlyOriginValidator
 from apps.identity import registry
 from apps.identity.models import Agent
 from apps.ledger import publish
-from mission_weave import limits
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.routing import websocket_urlpatterns
+from mission_weave.runtime import rate_limits
 from tests.support import Scenario, World
 
 APP = AgentFriendlyOriginValidator(URLRouter(websocket_urlpatterns))
@@ -213,12 +213,12 @@ def test_without_redis_each_process_counts_in_its_memory(settings):
     settings.MW_RATE_SESSIONS_PER_IP = "1/minute"
     here = address()
 
-    limits.check("sessions", ip=here)
+    rate_limits.check("sessions", ip=here)
     with pytest.raises(ProtocolError) as refused:
-        limits.check("sessions", ip=here)
+        rate_limits.check("sessions", ip=here)
 
     assert refused.value.code == "RATE_LIMITED"
-    assert limits._counter().limiter.storage.__class__.__name__ == "MemoryStorage"
+    assert rate_limits._counter().limiter.storage.__class__.__name__ == "MemoryStorage"
 
 
 @pytest.mark.django_db
@@ -229,7 +229,7 @@ def test_when_redis_fails_requests_pass(settings, caplog):
     here = address()
 
     for _ in range(3):
-        limits.check("sessions", ip=here)
+        rate_limits.check("sessions", ip=here)
 
     assert "rate limits are not enforced" in caplog.text
 

@@ -1,4 +1,4 @@
-"""Limits against a real server (`python -m mission_weave.serve`, two daphne processes on
+"""Limits against a real server (`python -m mission_weave.runtime.serve`, two daphne processes on
 this test database and Redis), spoken to with raw sockets where a well-behaved client
 library would hide what is tested: requests trickled in, idle connections, a WebSocket
 that never answers a ping, a flood beside an innocent client. The timeouts are set short
@@ -17,7 +17,7 @@ import pytest
 from django.conf import settings as django_settings
 
 from apps.bench.harness import Client, server
-from mission_weave import limits
+from mission_weave.runtime import rate_limits
 from tests.integration.wslive import frame, send, ws
 from tests.support import Scenario
 
@@ -196,7 +196,7 @@ def test_a_count_is_shared_by_every_process_through_redis(port, settings):
     settings.MW_RATE_READS_PER_PRINCIPAL = READS_PER_PRINCIPAL
     assert settings.REDIS_URL == django_settings.REDIS_URL != ""
     for _ in range(15):
-        limits.check("reads", principal=s.w1.principal)
+        rate_limits.check("reads", principal=s.w1.principal)
 
     statuses = [read(port, s.w1.token, s.world.group.id) for _ in range(10)]
 

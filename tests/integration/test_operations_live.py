@@ -1,4 +1,4 @@
-"""The operations endpoints on real servers (`mission_weave.serve`): servers sharing one
+"""The operations endpoints on real servers (`mission_weave.runtime.serve`): servers sharing one
 metrics folder, as one host's web processes do, each scrape summing all of them; the
 probes over the socket with a pod's address; the production settings' JSON lines."""
 
@@ -121,7 +121,7 @@ def test_the_production_settings_write_a_json_line_per_request(env, tmp_path):
     port, log = free_port(), tmp_path / "server.log"
     with open(log, "wb") as output:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mission_weave.serve", "--port", str(port)], cwd=ROOT,
+            [sys.executable, "-m", "mission_weave.runtime.serve", "--port", str(port)], cwd=ROOT,
             env=production, stdout=output, stderr=subprocess.STDOUT)
         try:
             eventually(lambda: answers(port), seconds=60)

@@ -20,7 +20,7 @@ def server_env() -> dict:
 
 
 def live_server(workers: int = 1):
-    """`with live_server() as port:` a `mission_weave.serve` on a free port."""
+    """`with live_server() as port:` a `mission_weave.runtime.serve` on a free port."""
     return server(workers, env=server_env())
 
 

@@ -1,4 +1,4 @@
-"""The SDK against a live server: daphne (mission_weave.serve) on the test database and
+"""The SDK against a live server: daphne (mission_weave.runtime.serve) on the test database and
 the test Redis, started once per session. The test process creates Groups, agents and
 memberships directly (committed, so the server sees them); everything else goes through
 the SDK over HTTP and WebSocket."""

@@ -24,7 +24,7 @@ from django.db import close_old_connections
 from django.http import FileResponse
 from django.urls import set_script_prefix
 
-from mission_weave import daphne_blobs, daphne_frames
+from mission_weave.runtime import daphne_blobs, daphne_frames
 
 daphne_blobs.install()
 daphne_frames.install()
@@ -188,7 +188,7 @@ class PooledSyncASGIHandler(ASGIHandler):
                 await loop.run_in_executor(self.executor, self._close, response, body)
 
     async def read_body(self, receive):
-        # A blob upload arrives as the file daphne holds (mission_weave/daphne_blobs.py);
+        # A blob upload arrives as the file daphne holds (mission_weave/runtime/daphne_blobs.py);
         # anything else is spooled by Django as usual, first message included.
         first = await receive()
         handed = daphne_blobs.handed_off(first)

@@ -5,8 +5,8 @@ Daphne then copies all of it into the ASGI receive queue in 8 KiB messages at on
 queue is unbounded, so the process grows by the whole body) and Django's ASGIHandler
 copies the messages into a second spooled file before the view runs. For PUT
 /api/v1/blobs/... daphne instead sends one empty message carrying that file, and
-PooledSyncASGIHandler.read_body (mission_weave/http.py) gives Django a duplicate of its
-descriptor: memory stays flat and the bytes are copied once less.
+PooledSyncASGIHandler.read_body (mission_weave/runtime/http_handler.py) gives Django a
+duplicate of its descriptor: memory stays flat and the bytes are copied once less.
 
 Download: daphne writes every body message to the socket's user-space buffer without
 waiting for it to drain, so a response produced faster than the client reads it piles

@@ -7,7 +7,7 @@ the children evenly; with one shared socket, the first child to wake accepted a 
 burst of keep-alive connections (twisted accepts up to 100 per wake) and served them all
 on one core while the others idled. The parent stops them all on SIGINT/SIGTERM.
 
-    python -m mission_weave.serve --workers 2 --host 127.0.0.1 --port 8000 [daphne options]
+    python -m mission_weave.runtime.serve --workers 2 --host 127.0.0.1 --port 8000 [daphne options]
 
 Options it does not know (e.g. --proxy-headers) are passed on to each daphne, after the
 ones it derives from the settings (WebSocket pings), which they override.
