@@ -20,7 +20,13 @@ import io
 import os
 import sys
 
+from mission_weave.runtime import patches
+
 BLOB_PATH = b"/api/v1/blobs/"
+# What the patch was written for (mission_weave/runtime/patches.py): daphne's WebRequest
+# (process, handle_reply) and Server.handle_reply; twisted's Request keeping a large body
+# in a temporary file (`content`) and its producer registration.
+WRITTEN_FOR = {"daphne": ">=4.1,<4.3", "twisted": ">=26.10,<27"}
 
 
 def install() -> None:
@@ -29,6 +35,8 @@ def install() -> None:
     server = sys.modules.get("daphne.server")
     if protocol is None or server is None or getattr(protocol, "_mw_blobs", False):
         return
+    for package, written_for in WRITTEN_FOR.items():
+        patches.require(__name__, package, written_for)
     _patch_request(protocol.WebRequest)
     _patch_server(server.Server)
     protocol._mw_blobs = True

@@ -10,12 +10,20 @@ Installed in a daphne process only (anywhere else this does nothing)."""
 
 import sys
 
+from mission_weave.runtime import patches
+
+# What the patch was written for (mission_weave/runtime/patches.py): the names hltype and
+# hlval imported into autobahn.websocket.protocol, which sendData calls for every frame.
+WRITTEN_FOR = {"autobahn": ">=26.11,<27"}
+
 
 def install() -> None:
     protocol = sys.modules.get("autobahn.websocket.protocol")  # loaded by daphne's server
     if protocol is None or "daphne.server" not in sys.modules \
             or getattr(protocol, "_mw_plain_logs", False):
         return
+    for package, written_for in WRITTEN_FOR.items():
+        patches.require(__name__, package, written_for)
     protocol.hltype = protocol.hlval = _plain
     protocol._mw_plain_logs = True
 

@@ -24,7 +24,23 @@ from django.db import close_old_connections
 from django.http import FileResponse
 from django.urls import set_script_prefix
 
-from mission_weave.runtime import daphne_blobs, daphne_frames
+from mission_weave.runtime import daphne_blobs, daphne_frames, patches
+
+# What each patch here was written for (mission_weave/runtime/patches.py), checked as it
+# is installed. Read deadlines: twisted's HTTPChannel (its _handlingRequest, the
+# dataReceived/rawDataReceived/allHeadersReceived/allContentReceived steps,
+# timeoutConnection). Lean requests: twisted's Request._parsePOSTFormSubmission and
+# daphne's HTTPFactory.log. The handler: Django's ASGIHandler request cycle (read_body,
+# create_request, send_response, chunk_size), whose __call__ it replaces.
+READ_DEADLINES_WRITTEN_FOR = {"twisted": ">=26.10,<27"}
+LEAN_REQUESTS_WRITTEN_FOR = {"twisted": ">=26.10,<27", "daphne": ">=4.1,<4.3"}
+HANDLER_WRITTEN_FOR = {"django": ">=5.2,<5.3"}
+
+
+def _require(what: str, written_for: dict) -> None:
+    for package, versions in written_for.items():
+        patches.require(f"{__name__}.{what}", package, versions)
+
 
 daphne_blobs.install()
 daphne_frames.install()
@@ -54,6 +70,7 @@ def install_read_deadlines() -> None:
 
     if getattr(HTTPChannel, "_mw_deadlines", False):
         return
+    _require("install_read_deadlines", READ_DEADLINES_WRITTEN_FOR)
     HTTPChannel._mw_deadlines = True
     HTTPChannel._mw_deadline = None  # while a request is being read: when it must be in
     # The channels reading a request, checked twice a second by one timer: a timer per
@@ -145,6 +162,7 @@ def install_lean_requests() -> None:
     formatting a combined-log line (daphne writes its own access log, --access-log)."""
     if "daphne.server" not in sys.modules:
         return
+    _require("install_lean_requests", LEAN_REQUESTS_WRITTEN_FOR)
     from daphne.http_protocol import HTTPFactory, WebRequest
 
     # A property, not a False: twisted's Request.__init__ sets the attribute on each
@@ -167,6 +185,7 @@ class PooledSyncASGIHandler(ASGIHandler):
     end), so nothing watches for one: the answer to a client that left is dropped."""
 
     def __init__(self):
+        _require("PooledSyncASGIHandler", HANDLER_WRITTEN_FOR)
         super().__init__()
         self.load_middleware(is_async=False)
         self.executor = ThreadPoolExecutor(max_workers=settings.MW_HTTP_THREADS,
