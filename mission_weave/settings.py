@@ -11,7 +11,6 @@ import json
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -170,16 +169,6 @@ LOGIN_URL = "dashboard:login"
 
 # Redis: channel layer and Celery broker. Without it: in-memory layer, eager tasks.
 REDIS_URL = envstr("REDIS_URL") or _stack_urls.get("REDIS_URL", "")
-# Each pytest-xdist worker (`make test` runs two) gets a Redis database of its own, as
-# pytest-django gives it a PostgreSQL database of its own: one worker's channel groups,
-# rate-limit counters and queues never meet another's. Set once in the worker's
-# environment, which the servers its tests start inherit.
-_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-if REDIS_URL and _WORKER.startswith("gw") and not os.environ.get("MW_REDIS_OF_WORKER"):
-    _redis = urlsplit(REDIS_URL)
-    _db = int(_redis.path.strip("/") or 0) + 1 + int(_WORKER[2:])
-    REDIS_URL = os.environ["REDIS_URL"] = urlunsplit(_redis._replace(path=f"/{_db}"))
-    os.environ["MW_REDIS_OF_WORKER"] = _WORKER
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
