@@ -84,11 +84,6 @@ def fail(viewer: Viewer, item, criteria: list, reason: str, permanent: bool,
                                       "permanent": permanent}, now, item.id)
 
 
-def approve_mission(viewer: Viewer, mission_id: str, comment: str, now: datetime) -> Outcome:
-    body = {"missionId": mission_id, **({"comment": comment} if comment else {})}
-    return send(viewer, "mission.approve", body, now)
-
-
 def with_dependencies(contract: dict, depends_on: list) -> dict:
     """The same contract with another dependency list (an edge added or removed)."""
     dependencies = {**contract.get("dependencies", {}), "workItems": list(depends_on)}

@@ -167,6 +167,61 @@ class AcceptForm(forms.Form):
         return {c: self.cleaned_data[f"override-{c}"] for c in self.overridden}
 
 
+class AcceptNoteForm(forms.Form):
+    """Accepting a result with nothing to override (the review passed), or by someone the
+    pipeline will answer: a note, optional (as AcceptForm without overridden criteria)."""
+    note = forms.CharField(required=False)
+
+    def reasons(self) -> dict:
+        return {}
+
+
+class KnownChoicesField(forms.MultipleChoiceField):
+    """The values sent that are among its choices, in the order sent; any other is left
+    out, not refused."""
+
+    def clean(self, value):
+        return [choice for choice in self.to_python(value) if self.valid_value(choice)]
+
+
+class FailForm(forms.Form):
+    """Failing a result: the criteria it fails (those of the item's contract; a box for one
+    it no longer has is left out), a reason and whether it is final."""
+    criteria = KnownChoicesField(required=False)
+    reason = forms.CharField(required=False)
+    permanent = forms.BooleanField(required=False)
+
+    def __init__(self, *args, criteria=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["criteria"].choices = [(c, c) for c in criteria]
+
+    def reason_given(self) -> str:
+        return self.cleaned_data["reason"] or "failed review"
+
+
+class ApproveMissionForm(forms.Form):
+    """The final Approval of a Mission, with an optional comment."""
+    comment = forms.CharField(required=False)
+
+    def command(self) -> str:
+        return "mission.approve"
+
+    def body(self, mission_id: str) -> dict:
+        comment = self.cleaned_data["comment"]
+        return {"missionId": mission_id, **({"comment": comment} if comment else {})}
+
+
+class EdgeForm(forms.Form):
+    """An edge of the Mission's graph: `dependant` depends on `dependency`, added or
+    removed (`op`)."""
+    dependant = forms.CharField()
+    dependency = forms.CharField()
+    op = forms.CharField(required=False)
+
+    def adds(self) -> bool:
+        return self.cleaned_data["op"] != "remove"
+
+
 class RefuseApprovalForm(forms.Form):
     """Why the final Approval is not given yet: for the Mission, and optionally per
     WorkItem (one field each, in the Mission's order)."""

@@ -213,44 +213,97 @@ def _invalid() -> dict:
             "message": "Some fields need fixing (marked below)."}
 
 
-def _answer_on_item(request, viewer, item_id, outcome, **bound):
-    return _answer(request, outcome,
-                   lambda **e: _work_item(request, viewer, item_id, bound=bound, **e),
-                   "dashboard:work_item", viewer.group_id, item_id)
+def _again_on_item(request, viewer, item_id, **bound):
+    """The WorkItem page shown again with a refusal, with the `bound` forms as typed."""
+    return lambda **refusal: _work_item(request, viewer, item_id, bound=bound, **refusal)
 
 
-def _text(request, name: str) -> str:
-    return request.POST.get(name, "").strip()
+def _again_on_mission(request, viewer, mission_id, **bound):
+    """The Mission page shown again with a refusal, with the `bound` forms as typed."""
+    return lambda **refusal: _mission(request, viewer, mission_id, bound=bound, **refusal)
 
 
-def item_form_action(form_name: str, form_class, command: str, **form_kwargs):
-    """A WorkItem page action: a small form whose body is one command on the item. An
-    invalid form or a refusal shows the page again with what was typed."""
-    @on_item
-    @member_page
-    def act(request, viewer, item_id):
-        item = pages.work_item(viewer, item_id)
-        extra = {key: value(viewer) for key, value in form_kwargs.items()}
-        form = form_class(request.POST, prefix=form_name, **extra)
-        if not form.is_valid():
-            return _work_item(request, viewer, item_id, bound={form_name: form},
-                              refused=_invalid(), status=400)
-        outcome = actions.send(viewer, command, form.body(), timezone.now(), item.id)
-        return _answer_on_item(request, viewer, item_id, outcome, **{form_name: form})
-    act.__name__ = form_name
-    return act
+def _send_on_item(request, viewer, item_id, form, command: str):
+    """The usual WorkItem action: `command` on the item with the form's body(). A form to
+    fix (400) or a refusal shows the page again with the form as typed."""
+    item = pages.work_item(viewer, item_id)
+    again = _again_on_item(request, viewer, item_id, **{form.prefix: form})
+    if not form.is_valid():
+        return again(refused=_invalid(), status=400)
+    outcome = actions.send(viewer, command, form.body(), timezone.now(), item.id)
+    return _answer(request, outcome, again, "dashboard:work_item", viewer.group_id, item_id)
 
 
-offer = item_form_action("offer", forms.OfferForm, "work.offer",
-                         workers=pages.workers)
-preempt = item_form_action("preempt", forms.PreemptForm, "work.request_preemption")
-unblock = item_form_action("unblock", forms.UnblockForm, "work.unblock")
-cancel = item_form_action("cancel", forms.CancelForm, "work.cancel")
-create_child = item_form_action("child", forms.ChildMissionForm, "mission.create_child")
-post_message = item_form_action("message", forms.MessageForm, "conversation.post")
-grant_execution = item_form_action("grant", forms.GrantForm, "approval.grant_execution")
-refuse_execution = item_form_action("refuse", forms.RefuseExecutionForm,
-                                    "approval.refuse_execution")
+def _send_on_mission(request, viewer, mission_id, form):
+    """The usual Mission action (on a Mission this viewer can see): the form's command()
+    with its body(mission_id). A form to fix (400) or a refusal shows the page again, a
+    prefixed form as typed."""
+    again = _again_on_mission(request, viewer, mission_id,
+                              **({form.prefix: form} if form.prefix else {}))
+    if not form.is_valid():
+        return again(refused=_invalid(), status=400)
+    outcome = actions.send(viewer, form.command(), form.body(mission_id), timezone.now())
+    return _answer(request, outcome, again, "dashboard:mission", viewer.group_id, mission_id)
+
+
+# Every action has one shape: a named view for POST (on_item / on_mission) by a member,
+# its input read through a form (apps/dashboard/forms.py), one command sent through the
+# pipeline (actions.py), answered by _answer.
+
+@on_item
+@member_page
+def offer(request, viewer, item_id):
+    form = forms.OfferForm(request.POST, prefix="offer", workers=pages.workers(viewer))
+    return _send_on_item(request, viewer, item_id, form, "work.offer")
+
+
+@on_item
+@member_page
+def preempt(request, viewer, item_id):
+    form = forms.PreemptForm(request.POST, prefix="preempt")
+    return _send_on_item(request, viewer, item_id, form, "work.request_preemption")
+
+
+@on_item
+@member_page
+def unblock(request, viewer, item_id):
+    form = forms.UnblockForm(request.POST, prefix="unblock")
+    return _send_on_item(request, viewer, item_id, form, "work.unblock")
+
+
+@on_item
+@member_page
+def cancel(request, viewer, item_id):
+    form = forms.CancelForm(request.POST, prefix="cancel")
+    return _send_on_item(request, viewer, item_id, form, "work.cancel")
+
+
+@on_item
+@member_page
+def create_child(request, viewer, item_id):
+    form = forms.ChildMissionForm(request.POST, prefix="child")
+    return _send_on_item(request, viewer, item_id, form, "mission.create_child")
+
+
+@on_item
+@member_page
+def post_message(request, viewer, item_id):
+    form = forms.MessageForm(request.POST, prefix="message")
+    return _send_on_item(request, viewer, item_id, form, "conversation.post")
+
+
+@on_item
+@member_page
+def grant_execution(request, viewer, item_id):
+    form = forms.GrantForm(request.POST, prefix="grant")
+    return _send_on_item(request, viewer, item_id, form, "approval.grant_execution")
+
+
+@on_item
+@member_page
+def refuse_execution(request, viewer, item_id):
+    form = forms.RefuseExecutionForm(request.POST, prefix="refuse")
+    return _send_on_item(request, viewer, item_id, form, "approval.refuse_execution")
 
 
 @on_item
@@ -263,63 +316,59 @@ def accept_result(request, viewer, item_id):
     mission = pages.get_mission(viewer, item.mission_id)
     override = pages.acceptance_override(item)
     if override is None or not viewer.coordinates(mission):
-        outcome = actions.accept_result(viewer, item, _text(request, "note"), {},
-                                        timezone.now())
-        return _answer_on_item(request, viewer, item_id, outcome)
-    form = forms.AcceptForm(request.POST, item=item, overridden=override["overridden"])
+        form, bound = forms.AcceptNoteForm(request.POST), {}
+    else:
+        form = forms.AcceptForm(request.POST, item=item, overridden=override["overridden"])
+        bound = {"accept": form}
+    again = _again_on_item(request, viewer, item_id, **bound)
     if not form.is_valid():
-        return _work_item(request, viewer, item_id, bound={"accept": form},
-                          refused=_invalid(), status=400)
+        return again(refused=_invalid(), status=400)
     outcome = actions.accept_result(viewer, item, form.cleaned_data["note"], form.reasons(),
                                     timezone.now())
-    return _answer_on_item(request, viewer, item_id, outcome, accept=form)
+    return _answer(request, outcome, again, "dashboard:work_item", viewer.group_id, item_id)
 
 
 @on_item
 @member_page
 def fail(request, viewer, item_id):
     item = pages.work_item(viewer, item_id)
-    criteria = [c for c in request.POST.getlist("criteria") if c in item.criteria_ids]
-    outcome = actions.fail(viewer, item, criteria, _text(request, "reason") or "failed review",
-                           request.POST.get("permanent") == "on", timezone.now())
-    return _answer_on_item(request, viewer, item_id, outcome)
+    form = forms.FailForm(request.POST, criteria=item.criteria_ids)
+    again = _again_on_item(request, viewer, item_id)
+    if not form.is_valid():
+        return again(refused=_invalid(), status=400)
+    outcome = actions.fail(viewer, item, form.cleaned_data["criteria"], form.reason_given(),
+                           form.cleaned_data["permanent"], timezone.now())
+    return _answer(request, outcome, again, "dashboard:work_item", viewer.group_id, item_id)
 
 
 @on_mission
 @member_page
 def approve_mission(request, viewer, mission_id):
     pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
-    outcome = actions.approve_mission(viewer, mission_id, _text(request, "comment"),
-                                      timezone.now())
-    return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id, **e),
-                   "dashboard:mission", viewer.group_id, mission_id)
+    form = forms.ApproveMissionForm(request.POST)
+    return _send_on_mission(request, viewer, mission_id, form)
 
 
-def mission_form_action(form_name: str, form_class, **form_kwargs):
-    """A Mission page action: a form whose `command()` and `body(mission_id)` are one
-    command on the Mission. An invalid form or a refusal shows the page again as typed.
-    `form_kwargs`: name -> f(viewer, mission_id), the form's other arguments."""
-    @on_mission
-    @member_page
-    def act(request, viewer, mission_id):
-        pages.get_mission(viewer, mission_id)  # 404 for a Mission this viewer cannot see
-        extra = {key: value(viewer, mission_id) for key, value in form_kwargs.items()}
-        form = form_class(request.POST, prefix=form_name, **extra)
-
-        def again(**refusal):
-            return _mission(request, viewer, mission_id, bound={form_name: form}, **refusal)
-
-        if not form.is_valid():
-            return again(refused=_invalid(), status=400)
-        outcome = actions.send(viewer, form.command(), form.body(mission_id), timezone.now())
-        return _answer(request, outcome, again, "dashboard:mission", viewer.group_id,
-                       mission_id)
-    act.__name__ = form_name
-    return act
+@on_mission
+@member_page
+def refuse_approval(request, viewer, mission_id):
+    pages.get_mission(viewer, mission_id)
+    form = forms.RefuseApprovalForm(request.POST, prefix="refuse",
+                                    items=pages.items_of(viewer, mission_id))
+    return _send_on_mission(request, viewer, mission_id, form)
 
 
-refuse_approval = mission_form_action("refuse", forms.RefuseApprovalForm, items=pages.items_of)
-end_mission = mission_form_action("end", forms.EndMissionForm)
+@on_mission
+@member_page
+def end_mission(request, viewer, mission_id):
+    pages.get_mission(viewer, mission_id)
+    form = forms.EndMissionForm(request.POST, prefix="end")
+    return _send_on_mission(request, viewer, mission_id, form)
+
+
+EDGE_TO_FIX = {"code": "VALIDATION_ERROR", "details": {},
+               "message": "Choose a WorkItem of this Mission and the WorkItem it should "
+                          "depend on."}
 
 
 @on_mission
@@ -328,20 +377,24 @@ def change_edge(request, viewer, mission_id):
     """Add or remove the edge `dependant` depends on `dependency` (a contract revision of
     the dependant). A cycle is refused with its path, drawn on the graph."""
     pages.get_mission(viewer, mission_id)
-    dependant, dependency = _text(request, "dependant"), _text(request, "dependency")
-    try:
-        item = pages.work_item(viewer, dependant)
-    except access.NotFound:
-        item = None
-    if item is None or item.mission_id != mission_id or not dependency:
-        refused = {"code": "VALIDATION_ERROR", "details": {},
-                   "message": "Choose a WorkItem of this Mission and the WorkItem it should "
-                              "depend on."}
-        return _mission(request, viewer, mission_id, refused=refused, status=400)
-    outcome = actions.change_edge(viewer, item, dependency, _text(request, "op") != "remove",
+    form = forms.EdgeForm(request.POST)
+    again = _again_on_mission(request, viewer, mission_id)
+    item = _item_of(viewer, mission_id, form.cleaned_data["dependant"]) \
+        if form.is_valid() else None
+    if item is None:
+        return again(refused=EDGE_TO_FIX, status=400)
+    outcome = actions.change_edge(viewer, item, form.cleaned_data["dependency"], form.adds(),
                                   timezone.now())
-    return _answer(request, outcome, lambda **e: _mission(request, viewer, mission_id, **e),
-                   "dashboard:mission", viewer.group_id, mission_id)
+    return _answer(request, outcome, again, "dashboard:mission", viewer.group_id, mission_id)
+
+
+def _item_of(viewer, mission_id, item_id):
+    """The WorkItem of this Mission by that id, if this viewer can see it; else None."""
+    try:
+        item = pages.work_item(viewer, item_id)
+    except access.NotFound:
+        return None
+    return item if item.mission_id == mission_id else None
 
 
 def forbidden(request, viewer, why: str):
@@ -376,6 +429,10 @@ def new_mission(request, viewer):
 
 
 # --- the Work Contract: a new WorkItem, an authorized proposal, a revision ----------------
+
+def _text(request, name: str) -> str:
+    return request.POST.get(name, "").strip()
+
 
 def _contract_page(request, viewer, mission, *, title, command, body_of, contract,
                    exclude=None, done=None, context=None):
