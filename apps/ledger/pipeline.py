@@ -307,24 +307,13 @@ def submit_prepared(group_id: str, prepared: list, skip_locked: bool = False) ->
         kept = [p for p in prepared if current.get(p.work_item_id) == p.version]
         if not kept:
             return []
-        sequence, prev_hash = head
-        command_id = commands.derive_id("sys", f"{group_id}/{sequence}")
-        documents, rows = [], []
-        for p in kept:
-            for template, (type_, at, mission_id, item_id, revision, data) in zip(p.templates,
-                                                                                p.rows):
-                event_id = commands.derive_id("evt", command_id, f"{group_id}/{len(rows)}")
-                sequence += 1
-                document = template.seal(command_id, event_id, prev_hash, sequence)
-                rows.append((group_id, sequence, event_id, type_, at, "system", command_id,
-                             mission_id, item_id, revision, data, prev_hash, document["hash"]))
-                prev_hash = document["hash"]
-                documents.append(document)
+        command_id = commands.derive_id("sys", f"{group_id}/{head[0]}")
+        documents, rows, head = _chained(group_id, head, "system", command_id,
+                                         [event for p in kept
+                                          for event in zip(p.templates, p.rows)])
         db.copy(EVENTS, EVENT_COLUMNS, rows)
-        db.execute_batch([(f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s "
-                           f"WHERE id = %s", [sequence, prev_hash, group_id]),
+        db.execute_batch([_head_update(group_id, head),
                           ports.projections.patch_items([p.patch for p in kept])])
-        _after_commit(group_id, documents)
     return documents
 
 
@@ -427,33 +416,75 @@ def _record(group_id, command, fingerprint, answer: Answer, envelope, now) -> tu
 
 def _append(group_id: str, head: tuple, view: state.View, drafts: list, actor: str,
             command_id: str, now: datetime) -> tuple[list, list]:
-    """Number, chain and apply the events: (their documents, the statements to write)."""
+    """Apply the drafts to `view` in turn (`evolve`, as replay does) and chain them after
+    `head`: (their documents, the statements that write them, the new head and what
+    `evolve` changed in the projections)."""
     before = view.copy()
-    documents, rows = [], []
-    sequence, prev_hash = head
-    occurred_at = format_time(now)
-    for index, draft in enumerate(drafts):
-        sequence += 1
+    occurred_at, at = format_time(now), connection.ops.adapt_datetimefield_value(now)
+    events = []
+    for draft in drafts:
         state.evolve(view, state.Event(draft.type, draft.data, now, draft.mission_id,
                                        draft.work_item_id))
-        document = chain.seal({
-            "id": commands.derive_id("evt", command_id, f"{group_id}/{index}"),
-            "groupId": group_id, "sequence": sequence, "type": draft.type,
-            "occurredAt": occurred_at, "actor": actor, "commandId": command_id,
+        revision = _revision(view, draft)  # as this event left it
+        events.append((_Unsealed({
+            "id": None, "groupId": group_id, "sequence": None, "type": draft.type,
+            "occurredAt": occurred_at, "actor": actor, "commandId": None,
             "missionId": draft.mission_id, "workItemId": draft.work_item_id,
-            "revision": _revision(view, draft), "data": draft.data, "prevHash": prev_hash})
+            "revision": revision, "data": draft.data, "prevHash": None}),
+            (draft.type, at, draft.mission_id, draft.work_item_id, revision,
+             db.to_json(draft.data))))
+    documents, rows, head = _chained(group_id, head, actor, command_id, events)
+    writes = [db.insert(EVENTS, EVENT_COLUMNS, rows), _head_update(group_id, head),
+              *ports.projections.changes(group_id, before, view)]
+    return documents, writes
+
+
+class _Unsealed:
+    """An event document decided under the lock, its chained members (`id`, `sequence`,
+    `commandId`, `prevHash`) still None: `_chained` seals it once its place is known.
+    A `chain.Template` (an event prepared before the lock) is sealed the same way."""
+
+    __slots__ = ("document",)
+
+    def __init__(self, document: dict):
+        self.document = document
+
+    def seal(self, command_id: str, event_id: str, prev_hash: str, sequence: int) -> dict:
+        document = self.document
+        document["commandId"], document["id"] = command_id, event_id
+        document["prevHash"], document["sequence"] = prev_hash, sequence
+        return chain.seal(document)
+
+
+def _chained(group_id: str, head: tuple, actor: str, command_id: str,
+             events: list) -> tuple[list, list, tuple]:
+    """The one row builder of every append path (a command alone or in a group-commit
+    batch, a forwarding's event in another Group, the system's decisions, the sweeper's
+    prepared batches): `events` are (unsealed document, (type, occurred_at, mission_id,
+    work_item_id, revision, data as JSON)) in order. Each gets the next sequence after
+    `head`, its id (derived from the command id and its place), the hash before it, and
+    its own. Returns (the documents, their rows in EVENT_COLUMNS order, the new head);
+    the caller writes them in its transaction, and once that commits `_after_commit`
+    publishes them and tells the subscribers."""
+    documents, rows = [], []
+    sequence, prev_hash = head
+    for index, (unsealed, (type_, at, mission_id, item_id, revision, data)) in \
+            enumerate(events):
+        sequence += 1
+        event_id = commands.derive_id("evt", command_id, f"{group_id}/{index}")
+        document = unsealed.seal(command_id, event_id, prev_hash, sequence)
+        rows.append((group_id, sequence, event_id, type_, at, actor, command_id, mission_id,
+                     item_id, revision, data, prev_hash, document["hash"]))
         prev_hash = document["hash"]
         documents.append(document)
-        rows.append((group_id, sequence, document["id"], draft.type,
-                     connection.ops.adapt_datetimefield_value(now), actor, command_id,
-                     draft.mission_id, draft.work_item_id, document["revision"],
-                     db.to_json(draft.data), document["prevHash"], document["hash"]))
-    writes = [db.insert(EVENTS, EVENT_COLUMNS, rows),
-              (f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s WHERE id = %s",
-               [sequence, prev_hash, group_id]),
-              *ports.projections.changes(group_id, before, view)]
     _after_commit(group_id, documents)
-    return documents, writes
+    return documents, rows, (sequence, prev_hash)
+
+
+def _head_update(group_id: str, head: tuple) -> tuple:
+    """The statement that moves the Group's head to `head` (sequence, hash)."""
+    return (f"UPDATE {GROUPS} SET head_sequence = %s, head_hash = %s WHERE id = %s",
+            [head[0], head[1], group_id])
 
 
 def _after_commit(group_id: str, documents: list) -> None:
