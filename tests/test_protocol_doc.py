@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from apps.ledger.envelope import check_envelope
-from mission_weave.core import commands, state
+from mission_weave.core import commands
+from mission_weave.core.evolve import MUTATORS
 from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.core.schemas import EVIDENCE, check_body, check_contract
 from mission_weave.protocol.canonical import (
@@ -42,7 +43,7 @@ def test_every_command_type_has_a_section_of_its_own():
 
 def test_every_event_type_is_named():
     # `work.offered` alone, or with its data: `work.offered {offers, mode, ...}`
-    missing = [t for t in state.MUTATORS if not re.search(f"`{re.escape(t)}[`\\s]", DOC)]
+    missing = [t for t in MUTATORS if not re.search(f"`{re.escape(t)}[`\\s]", DOC)]
     assert not missing, f"docs/protocol.md does not name the event types {missing}"
 
 

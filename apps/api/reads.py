@@ -1,6 +1,6 @@
 """The wire shapes of projected state (PROTOCOL §2 "Reads")."""
 
-from mission_weave.core import state
+from mission_weave.core import state, state_documents
 from mission_weave.protocol.timefmt import format_time
 
 
@@ -19,7 +19,8 @@ def work_item(item: state.WorkItem) -> dict:
         "dependsOn": list(item.depends_on), "dependencyPolicy": item.dependency_policy,
         "acceptedContractRevision": item.accepted_revision,
         "executionApproved": item.execution_approved,
-        "offers": [state.offer_to_doc(o) for o in item.offers], "offerMode": item.offer_mode,
+        "offers": [state_documents.offer_to_doc(o) for o in item.offers],
+        "offerMode": item.offer_mode,
         "attempts": item.attempts, "blockedUntil": _time(item.blocked_until),
         "requiredResolution": item.required_resolution, "childMissionId": item.child_mission_id,
         "lastCheckpoint": item.last_checkpoint, "submission": item.submission,

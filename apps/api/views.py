@@ -13,7 +13,7 @@ from apps.ledger import feed, history, pipeline, signing_keys
 from apps.ledger.models import CommandRecord
 from apps.work import capability_bearer, recovery
 from apps.work import models as work_models
-from mission_weave.core import state
+from mission_weave.core import state, state_documents
 from mission_weave.protocol.canonical import domain_problem
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.whole import whole_number
@@ -188,7 +188,7 @@ class WorkItemListView(APIView):
             raise ProtocolError("VALIDATION_ERROR", "order must be `id` or `priority`")
         rows = rows.in_priority_order() if order == "priority" else rows.order_by("id")
         rows, truncated = _page(rows, _list_limit(request))
-        return JsonResponse({"workItems": [reads.work_item(state.item_from_doc(r.doc))
+        return JsonResponse({"workItems": [reads.work_item(state_documents.item_from_doc(r.doc))
                                            for r in rows], "truncated": truncated})
 
 
@@ -216,7 +216,7 @@ def _item(group_id, work_item_id) -> state.WorkItem:
                                               work_item_id=work_item_id).first()
     if row is None:
         raise ProtocolError("NOT_FOUND", f"no WorkItem {work_item_id} in this Group")
-    return state.item_from_doc(row.doc)
+    return state_documents.item_from_doc(row.doc)
 
 
 class WorkItemAuditView(APIView):
@@ -253,7 +253,7 @@ class MissionListView(APIView):
         member_of(request, group_id)
         rows, truncated = _page(work_models.Mission.objects.filter(group_id=group_id)
                                 .order_by("id"), _list_limit(request))
-        return JsonResponse({"missions": [reads.mission(state.mission_from_doc(r.doc))
+        return JsonResponse({"missions": [reads.mission(state_documents.mission_from_doc(r.doc))
                                           for r in rows], "truncated": truncated})
 
 
@@ -265,7 +265,7 @@ class MissionView(APIView):
         row = work_models.Mission.objects.filter(group_id=group_id, mission_id=mission_id).first()
         if row is None:
             raise ProtocolError("NOT_FOUND", f"no Mission {mission_id} in this Group")
-        return JsonResponse(reads.mission(state.mission_from_doc(row.doc)))
+        return JsonResponse(reads.mission(state_documents.mission_from_doc(row.doc)))
 
 
 class AuthorityView(APIView):

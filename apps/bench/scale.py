@@ -44,6 +44,7 @@ from apps.ledger import db, pipeline, verify
 from apps.ledger.models import Event, Group
 from apps.work import work_store
 from mission_weave.core import chain, state
+from mission_weave.core.evolve import evolve
 from mission_weave.protocol.timefmt import format_time
 
 from . import http_lifecycles, replay
@@ -89,8 +90,8 @@ def fill(group_id: str, length: int, now) -> int:
         alone = state.View({}, {FILL_ITEM: before})
         slice_templates, rows = [], []
         for k in range(count):
-            state.evolve(alone, state.Event("work.progress_reported", bodies[k % FILL_BODIES],
-                                            now, "m", FILL_ITEM))
+            evolve(alone, state.Event("work.progress_reported", bodies[k % FILL_BODIES],
+                                      now, "m", FILL_ITEM))
             revision = alone.items[FILL_ITEM].revision
             slice_templates.append(at_revision(templates[k % FILL_BODIES], revision))
             rows.append(("work.progress_reported", at, "m", FILL_ITEM, revision,

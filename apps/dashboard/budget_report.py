@@ -10,7 +10,7 @@ from decimal import Decimal
 
 from apps.ledger.models import CommandRecord
 from apps.work import models as work_models
-from mission_weave.core import budgets, state
+from mission_weave.core import budgets, state, state_documents
 from mission_weave.core.commands.usage import MAX_DEPTH
 
 LABELS = {"financial": "Money", "tokens": "Tokens", "toolCalls": "Tool calls",
@@ -70,7 +70,7 @@ def _percent(spent, limit) -> int:
 def mission_budgets(viewer_group_id: str, mission: state.Mission) -> dict:
     """The Mission's budgets against its usage, each of its WorkItems' contract budgets
     against theirs, and the refused overspends of its WorkItems and of its child Missions'."""
-    items = [state.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
+    items = [state_documents.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
         group_id=viewer_group_id, mission_id=mission.id).order_by("work_item_id")]
     per_item = [{"item": item, "budgets": rows(item.contract["budgets"], item.usage)}
                 for item in items]

@@ -4,7 +4,7 @@ event documents in, plain data out.
 
 Open or not is the projection's word (WorkItem.open_ambiguities), passed in, so the page
 never disagrees with the acceptance gate. What resolved a closed one is read from the log
-the way mission_weave/core/state.py evolves it: a contract revision clears every open
+the way mission_weave/core/evolve.py evolves it: a contract revision clears every open
 ambiguity; a resolution message answers one but clears it only in older logs, whose
 resolutions carry no `cleared: false`."""
 

@@ -51,7 +51,7 @@ def _read(where: Q) -> list[dict]:
 def open_refusals(group_id: str, missions: list, items_by_mission: dict) -> set:
     """The ids of `missions` whose latest refusal of the final Approval is not answered yet,
     in one statement. A Mission whose projection holds no refusal has none open: the
-    projection clears it on work.authorized and work.contract_revised (core/state.py),
+    projection clears it on work.authorized and work.contract_revised (core/evolve.py),
     which are answers too."""
     refused = [m.id for m in missions if m.approval_refusal is not None]
     if not refused:

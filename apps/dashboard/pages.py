@@ -15,7 +15,7 @@ from apps.ledger.models import Event, Group
 from apps.ledger.pipeline import policy
 from apps.work import models as work_models
 from apps.work import work_store
-from mission_weave.core import dag, fencing, lifecycle, ranking, retries, state
+from mission_weave.core import dag, fencing, lifecycle, ranking, retries, state, state_documents
 from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 
@@ -42,7 +42,7 @@ def head_sequence(viewer: Viewer) -> int:
 
 def group_page(viewer: Viewer) -> dict:
     group = Group.objects.get(id=viewer.group_id)
-    missions = [state.mission_from_doc(r.doc) for r in
+    missions = [state_documents.mission_from_doc(r.doc) for r in
                 work_models.Mission.objects.filter(group_id=viewer.group_id).order_by("mission_id")]
     counts = {}
     for mission_id, item_state in work_models.WorkItem.objects.filter(
@@ -64,7 +64,7 @@ def my_missions(user) -> list:
         rows = work_models.Mission.objects.filter(group_id=member.group_id).filter(
             Q(doc__owner_id=principal) | Q(doc__coordinator_id=principal)
             | Q(doc__delegates__contains=[principal]))
-        missions = sorted((state.mission_from_doc(r.doc) for r in rows),
+        missions = sorted((state_documents.mission_from_doc(r.doc) for r in rows),
                           key=lambda m: (m.state != state.MISSION_ACTIVE, m.id))
         if missions:
             found.append({"group": member.group, "missions": [
@@ -86,11 +86,11 @@ def get_mission(viewer: Viewer, mission_id: str) -> state.Mission:
                                              mission_id=mission_id).first()
     if row is None:
         raise NotFound(mission_id)
-    return state.mission_from_doc(row.doc)
+    return state_documents.mission_from_doc(row.doc)
 
 
 def items_of(viewer: Viewer, mission_id: str) -> list:
-    return [state.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
+    return [state_documents.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
         group_id=viewer.group_id, mission_id=mission_id).order_by("work_item_id")]
 
 
@@ -104,7 +104,7 @@ def graph_nodes(viewer: Viewer, items: list, expanded: set, depth: int = 0) -> d
             row = work_models.Mission.objects.filter(group_id=viewer.group_id,
                                                      mission_id=item.child_mission_id).first()
             if row is not None:
-                mission = state.mission_from_doc(row.doc)
+                mission = state_documents.mission_from_doc(row.doc)
                 inner = (graph_nodes(viewer, items_of(viewer, mission.id), expanded, depth + 1)
                          if mission.id in expanded and depth < 3 else {})
                 child = {"id": mission.id, "title": mission.title, "state": mission.state,
@@ -205,7 +205,7 @@ def work_item(viewer: Viewer, item_id: str) -> state.WorkItem:
                                               work_item_id=item_id).first()
     if row is None:
         raise NotFound(item_id)
-    return state.item_from_doc(row.doc)
+    return state_documents.item_from_doc(row.doc)
 
 
 def artifacts_of(viewer: Viewer, item: state.WorkItem) -> list:
@@ -390,7 +390,7 @@ def revision_diff(history: list, wanted: str | None, current: int) -> dict | Non
 
 
 def child_missions_of_item(viewer: Viewer, item: state.WorkItem) -> list:
-    return [state.mission_from_doc(r.doc) for r in work_models.Mission.objects.filter(
+    return [state_documents.mission_from_doc(r.doc) for r in work_models.Mission.objects.filter(
         group_id=viewer.group_id, doc__parent_work_item_id=item.id).order_by("mission_id")]
 
 
@@ -527,7 +527,7 @@ def revisions(trail: dict) -> list:
 def open_proposals(viewer: Viewer, mission_id: str) -> list:
     rows = work_models.Proposal.objects.filter(group_id=viewer.group_id, mission_id=mission_id,
                                                status="open").order_by("proposal_id")
-    return sorted((state.proposal_from_doc(r.doc) for r in rows),
+    return sorted((state_documents.proposal_from_doc(r.doc) for r in rows),
                   key=lambda p: (p.created_at is None, p.created_at, p.id))
 
 
@@ -536,11 +536,11 @@ def proposal(viewer: Viewer, mission_id: str, proposal_id: str) -> state.Proposa
                                               proposal_id=proposal_id).first()
     if row is None:
         raise NotFound(proposal_id)
-    return state.proposal_from_doc(row.doc)
+    return state_documents.proposal_from_doc(row.doc)
 
 
 def child_missions(viewer: Viewer, mission_id: str) -> list:
-    return [state.mission_from_doc(r.doc) for r in work_models.Mission.objects.filter(
+    return [state_documents.mission_from_doc(r.doc) for r in work_models.Mission.objects.filter(
         group_id=viewer.group_id, doc__parent_mission_id=mission_id).order_by("mission_id")]
 
 
@@ -592,11 +592,11 @@ def inbox(user, now, group_id: str | None = None, mission_id: str | None = None)
                                                       state=state.MISSION_ACTIVE)
         if mission_id:
             missions = missions.filter(mission_id=mission_id)
-        by_mission = {r.mission_id: state.mission_from_doc(r.doc) for r in missions}
+        by_mission = {r.mission_id: state_documents.mission_from_doc(r.doc) for r in missions}
         items = {}
         for row in work_models.WorkItem.objects.filter(group_id=member.group_id,
                                                        mission_id__in=list(by_mission)):
-            items.setdefault(row.mission_id, []).append(state.item_from_doc(row.doc))
+            items.setdefault(row.mission_id, []).append(state_documents.item_from_doc(row.doc))
         refused = decisions.open_refusals(member.group_id, list(by_mission.values()), items)
         for mission in by_mission.values():
             rows += [replace(entry, group_id=member.group_id) for entry in inbox_rules.waiting(

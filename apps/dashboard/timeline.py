@@ -95,7 +95,7 @@ def _follow_lease(group: dict, leases: dict, event: dict) -> None:
 
 
 def _epoch_end(event: dict) -> str | None:
-    """Why this event ends the current owner's epoch (state.py clears the owner), if it does."""
+    """Why this event ends the current owner's epoch (evolve.py clears the owner), if it does."""
     data, kind = event["data"], event["type"]
     if kind == "work.ownership_expired":
         return "ownership expired: " + OWNERSHIP_EXPIRY.get(data["reason"], data["reason"])

@@ -12,8 +12,8 @@ from django.db import connection, models
 from django.utils.functional import cached_property
 from django.utils.html import format_html
 
-from mission_weave.core import state
 from mission_weave.core.commands import COMMAND_TYPES
+from mission_weave.core.evolve import MUTATORS
 
 from .models import ArchivedEvent, CommandRecord, Event, Snapshot
 
@@ -101,7 +101,7 @@ class ReadOnlyModelAdmin(admin.ModelAdmin):
 class EventAdmin(ReadOnlyModelAdmin):
     list_display = ("sequence", "group", "type", "actor", "mission_id", "work_item_id",
                     "occurred_at")
-    list_filter = (known_values_filter("type", sorted(state.MUTATORS)), "group")
+    list_filter = (known_values_filter("type", sorted(MUTATORS)), "group")
     list_select_related = ("group",)
     search_fields = ("=event_id", "=command_id", "=mission_id", "=work_item_id", "=actor")
     search_help_text = "An exact event, command, Mission or WorkItem id, or actor."

@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from mission_weave.core import chain, commands, state
 from mission_weave.core.commands import Context, Policy
+from mission_weave.core.evolve import evolve
 from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
@@ -273,8 +274,8 @@ def prepare_system(group_id: str, view: state.View, versions: dict, drafts: list
         alone = state.View(dict(view.missions), {item_id: before})
         templates, rows = [], []
         for draft in item_drafts:
-            state.evolve(alone, state.Event(draft.type, draft.data, now, draft.mission_id,
-                                            item_id))
+            evolve(alone, state.Event(draft.type, draft.data, now, draft.mission_id,
+                                      item_id))
             revision = alone.items[item_id].revision
             templates.append(chain.Template({
                 "id": None, "groupId": group_id, "sequence": None, "type": draft.type,
@@ -423,8 +424,8 @@ def _append(group_id: str, head: tuple, view: state.View, drafts: list, actor: s
     occurred_at, at = format_time(now), connection.ops.adapt_datetimefield_value(now)
     events = []
     for draft in drafts:
-        state.evolve(view, state.Event(draft.type, draft.data, now, draft.mission_id,
-                                       draft.work_item_id))
+        evolve(view, state.Event(draft.type, draft.data, now, draft.mission_id,
+                                 draft.work_item_id))
         revision = _revision(view, draft)  # as this event left it
         events.append((_Unsealed({
             "id": None, "groupId": group_id, "sequence": None, "type": draft.type,

@@ -5,7 +5,8 @@ the authority's signature."""
 
 import json
 
-from mission_weave.core import chain, state
+from mission_weave.core import chain, state, state_documents
+from mission_weave.core.evolve import evolve
 from mission_weave.protocol.timefmt import parse_time
 
 from . import history, ports, signing_keys
@@ -16,16 +17,17 @@ BATCH = 2000
 
 def apply(view: state.View, document: dict) -> None:
     """Evolve the view by one event document, the way the pipeline did when appending."""
-    state.evolve(view, state.Event(document["type"], document["data"],
-                                   parse_time(document["occurredAt"]), document["missionId"],
-                                   document["workItemId"]))
+    evolve(view, state.Event(document["type"], document["data"],
+                             parse_time(document["occurredAt"]), document["missionId"],
+                             document["workItemId"]))
 
 
 def state_document(view: state.View) -> dict:
     """The projected state as plain JSON (the documents the live tables hold)."""
-    return {"missions": [state.to_doc(view.missions[k]) for k in sorted(view.missions)],
-            "workItems": [state.to_doc(view.items[k]) for k in sorted(view.items)],
-            "proposals": [state.to_doc(view.proposals[k]) for k in sorted(view.proposals)],
+    return {"missions": [state_documents.to_doc(view.missions[k]) for k in sorted(view.missions)],
+            "workItems": [state_documents.to_doc(view.items[k]) for k in sorted(view.items)],
+            "proposals": [state_documents.to_doc(view.proposals[k])
+                          for k in sorted(view.proposals)],
             # §13 records are JSON documents already (mission_weave/core/records.py)
             "artifacts": [view.artifacts[k] for k in sorted(view.artifacts)],
             "contextPackages": [view.packages[k] for k in sorted(view.packages)]}
@@ -34,9 +36,9 @@ def state_document(view: state.View) -> dict:
 def view_of(state_doc: dict) -> state.View:
     """The inverse of state_document (a snapshot's state as a starting point)."""
     return state.View(
-        missions={d["id"]: state.mission_from_doc(d) for d in state_doc["missions"]},
-        items={d["id"]: state.item_from_doc(d) for d in state_doc["workItems"]},
-        proposals={d["id"]: state.proposal_from_doc(d) for d in state_doc["proposals"]},
+        missions={d["id"]: state_documents.mission_from_doc(d) for d in state_doc["missions"]},
+        items={d["id"]: state_documents.item_from_doc(d) for d in state_doc["workItems"]},
+        proposals={d["id"]: state_documents.proposal_from_doc(d) for d in state_doc["proposals"]},
         artifacts={d["hash"]: d for d in state_doc.get("artifacts", [])},
         packages={(d["id"], d["version"]): d for d in state_doc.get("contextPackages", [])})
 

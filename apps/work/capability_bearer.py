@@ -19,7 +19,7 @@ from django.conf import settings
 
 from apps.identity import principals
 from apps.identity.principals import Principal
-from mission_weave.core import capabilities, state
+from mission_weave.core import capabilities, state_documents
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import parse_time
 
@@ -104,7 +104,7 @@ def introspect(token, principal: Principal, now: datetime) -> dict:
     row = models.WorkItem.objects.filter(group_id=group_id, work_item_id=work_item_id).first()
     if row is None:
         return INACTIVE
-    item = state.item_from_doc(row.doc)
+    item = state_documents.item_from_doc(row.doc)
     descriptor = capabilities.find(item, token_id)
     if not capabilities.is_active(item, descriptor, now):
         return INACTIVE

@@ -1,4 +1,4 @@
-"""Projections of the log: each row holds the document `state.evolve` produced
+"""Projections of the log: each row holds the document `evolve` produced
 (`doc`) plus the columns that queries and the sweeper filter on. Written only by
 the append pipeline (apps/work/work_store.py); rebuilt and compared by mw_verify.
 

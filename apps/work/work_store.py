@@ -8,7 +8,7 @@ from apps.artifacts import artifact_store as artifact_store
 from apps.identity.models import Agent, Membership, Presence
 from apps.ledger import db
 from mission_weave.core import manifests as artifact_refs
-from mission_weave.core import priority, state
+from mission_weave.core import priority, state, state_documents
 from mission_weave.core.commands import Candidate, Command
 from mission_weave.core.ranking import Presence as PresenceReport
 from mission_weave.core.state import View
@@ -38,11 +38,11 @@ def _add(view: View, rows) -> None:
     for kind, doc in rows:
         doc = db.from_json(doc)
         if kind == "item":
-            view.items[doc["id"]] = state.item_from_doc(doc)
+            view.items[doc["id"]] = state_documents.item_from_doc(doc)
         elif kind == "mission":
-            view.missions[doc["id"]] = state.mission_from_doc(doc)
+            view.missions[doc["id"]] = state_documents.mission_from_doc(doc)
         else:
-            view.proposals[doc["id"]] = state.proposal_from_doc(doc)
+            view.proposals[doc["id"]] = state_documents.proposal_from_doc(doc)
 
 
 def _select(table: str, kind: str, group_id: str, condition: tuple) -> tuple[str, list]:
@@ -203,7 +203,7 @@ def differences(group_id: str, replayed: View) -> list:
                 problems.append(f"{kind[:-1]} {key} is in the log but not in the live table")
             elif key not in expected:
                 problems.append(f"{kind[:-1]} {key} is in the live table but not in the log")
-            elif state.to_doc(expected[key]) != state.to_doc(actual[key]):
+            elif state_documents.to_doc(expected[key]) != state_documents.to_doc(actual[key]):
                 problems.append(f"{kind[:-1]} {key} differs from its replay")
     # The query columns must agree with the documents they are derived from.
     for row in models.WorkItem.objects.filter(group_id=group_id):
@@ -332,7 +332,7 @@ def changes(group_id: str, before: View, after: View) -> list:
         statements.append(db.upsert(PROPOSALS, ("group_id", "proposal_id"),
                                     ["group_id", "proposal_id", "mission_id", "status", "doc"],
                                     [(group_id, p.id, p.mission_id, p.status,
-                                      db.to_json(state.to_doc(p))) for p in proposals]))
+                                      db.to_json(state_documents.to_doc(p))) for p in proposals]))
     statements += artifact_store.changes(group_id, before, after)
     return statements
 
@@ -357,14 +357,15 @@ def item_columns(item: state.WorkItem) -> dict:
 
 
 def item_values(group_id: str, item: state.WorkItem) -> tuple:
-    columns = {**item_columns(item), "doc": db.to_json(state.to_doc(item))}
+    columns = {**item_columns(item), "doc": db.to_json(state_documents.to_doc(item))}
     return (group_id, item.id, *(_time(columns[c]) if c in TIME_COLUMNS else columns[c]
                                  for c in ITEM_COLUMNS))
 
 
 def mission_values(group_id: str, mission: state.Mission) -> tuple:
     return (group_id, mission.id, mission.state, mission.title, mission.parent_work_item_id,
-            mission.revision, db.to_json(state.to_doc(mission)), _time(mission.updated_at))
+            mission.revision, db.to_json(state_documents.to_doc(mission)),
+            _time(mission.updated_at))
 
 
 # --- the sweeper's prepared writes (apps/work/sweeper.py, pipeline.submit_prepared) ------
@@ -402,10 +403,10 @@ def load_due(group_id: str, item_ids, now) -> tuple[View, dict]:
     for kind, doc, version in rows:
         doc = db.from_json(doc)
         if kind == "item":
-            view.items[doc["id"]] = state.item_from_doc({"contract": None, **doc})
+            view.items[doc["id"]] = state_documents.item_from_doc({"contract": None, **doc})
             versions[doc["id"]] = version
         else:
-            view.missions[doc["id"]] = state.mission_from_doc(doc)
+            view.missions[doc["id"]] = state_documents.mission_from_doc(doc)
     return view, versions
 
 
@@ -433,7 +434,7 @@ def item_patch(group_id: str, before: state.WorkItem, after: state.WorkItem,
         raise ValueError(f"WorkItem {after.id} was read without its contract")
     values = item_columns(after)
     return (*(_time(values[c]) if c in TIME_COLUMNS else values[c] for c in columns),
-            db.to_json(state.to_doc(after, changed)), group_id, after.id)
+            db.to_json(state_documents.to_doc(after, changed)), group_id, after.id)
 
 
 def _patch_sql(columns: list) -> str:

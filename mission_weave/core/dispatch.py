@@ -34,6 +34,7 @@ from mission_weave.protocol.timefmt import format_time
 
 from . import fencing, ranking, retries, state
 from .commands import base
+from .evolve import evolve
 from .state import ACTIVE, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
 
 # The rules an offer made by automatic dispatch records, besides its trigger.
@@ -108,8 +109,8 @@ def evolved(view: View, drafts: list, item_id: str, now) -> tuple:
     """(a copy of `view` with `drafts` evolved into it, its WorkItem `item_id` or None)."""
     future = view.copy()
     for draft in drafts:
-        state.evolve(future, state.Event(draft.type, draft.data, now, draft.mission_id,
-                                         draft.work_item_id))
+        evolve(future, state.Event(draft.type, draft.data, now, draft.mission_id,
+                                   draft.work_item_id))
     return future, future.items.get(item_id)
 
 

@@ -1,5 +1,5 @@
 """How the §13 events change a Group's projected state: `evolve`'s mutators for
-them (mission_weave/core/state.py lists them in MUTATORS). Pure: plain JSON documents and the
+them (mission_weave/core/evolve.py lists them in MUTATORS). Pure: plain JSON documents and the
 event's own time. A record is replaced, never changed in place, so that
 store.changes writes exactly the records that are not the same object as before.
 

@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 
 from apps.dashboard import budget_report
 from apps.work import models as work_models
-from mission_weave.core import state
+from mission_weave.core import state, state_documents
 from tests.support import Scenario, assert_error, later
 
 MAX = {"financial": {"amount": "10.00", "currency": "USD"}, "tokens": 1000, "toolCalls": 10,
@@ -26,12 +26,12 @@ def s(db, clock):
 
 
 def mission(s: Scenario, mission_id=None) -> state.Mission:
-    return state.mission_from_doc(work_models.Mission.objects.get(
+    return state_documents.mission_from_doc(work_models.Mission.objects.get(
         group_id=s.world.group.id, mission_id=mission_id or s.mission_id).doc)
 
 
 def item(s: Scenario, item_id: str) -> state.WorkItem:
-    return state.item_from_doc(work_models.WorkItem.objects.get(
+    return state_documents.item_from_doc(work_models.WorkItem.objects.get(
         group_id=s.world.group.id, work_item_id=item_id).doc)
 
 

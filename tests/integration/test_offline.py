@@ -451,7 +451,7 @@ def test_a_grandparent_missions_overflow_refuses_the_charge_and_the_command(s, c
 def test_a_crash_between_the_charge_and_the_command_leaves_neither(s, clock, monkeypatch):
     o = went_offline(s, clock)
     head = s.world.head
-    evolve, evolved = state.evolve, []
+    evolve, evolved = pipeline.evolve, []
 
     def crash_after_the_charge(view, event):
         if event.type == "work.progress_reported":
@@ -459,7 +459,7 @@ def test_a_crash_between_the_charge_and_the_command_leaves_neither(s, clock, mon
         evolved.append(event.type)
         return evolve(view, event)
 
-    monkeypatch.setattr(state, "evolve", crash_after_the_charge)
+    monkeypatch.setattr(pipeline, "evolve", crash_after_the_charge)
     assert_error(o.send(), 500, "INTERNAL_ERROR")
     monkeypatch.undo()
 

@@ -90,7 +90,7 @@ def test_a_refused_final_approval_is_recorded_and_the_mission_stays_open(scenari
 
 def test_the_approval_refusal_waits_on_the_coordinator_until_new_work_answers_it(scenario):
     from apps.work.models import Mission
-    from mission_weave.core import state
+    from mission_weave.core import state_documents
 
     s = scenario
     item_id = s.authorize()
@@ -98,7 +98,7 @@ def test_the_approval_refusal_waits_on_the_coordinator_until_new_work_answers_it
 
     def refusal():
         row = Mission.objects.get(group_id=s.world.group.id, mission_id=s.mission_id)
-        return state.mission_from_doc(row.doc).approval_refusal
+        return state_documents.mission_from_doc(row.doc).approval_refusal
 
     waiting = refusal()
     revised = {**s.item(item_id)["contract"], "goal": "Summarize it, with sources"}

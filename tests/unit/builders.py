@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 
 from mission_weave.core import state
 from mission_weave.core.commands import Candidate, Command, Context
+from mission_weave.core.evolve import evolve
 from mission_weave.core.state import Event, Lease, Mission, Offer, View, WorkItem
 from mission_weave.protocol.timefmt import format_time
 from tests.samples import contract  # noqa: F401  (re-exported for the tests)
@@ -184,6 +185,6 @@ def apply(view: View, drafts, now: datetime = T0) -> View:
     """Evolve a copy of `view` by the drafts, as the append pipeline would."""
     result = view.copy()
     for draft in drafts:
-        state.evolve(result, Event(draft.type, draft.data, now, draft.mission_id,
-                                   draft.work_item_id))
+        evolve(result, Event(draft.type, draft.data, now, draft.mission_id,
+                             draft.work_item_id))
     return result

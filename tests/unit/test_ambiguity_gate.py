@@ -7,6 +7,7 @@ resolution messages did clear the ambiguity, still replay as they did."""
 import pytest
 
 from mission_weave.core import commands, state
+from mission_weave.core.evolve import evolve
 from mission_weave.core.state import Event
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
@@ -115,12 +116,12 @@ def test_an_old_resolution_event_still_clears_its_ambiguity_on_replay():
     old = {"messageId": "r1", "kind": "resolution", "text": "Q3", "author": COORDINATOR,
            "resolves": "q1"}
 
-    state.evolve(view, Event("conversation.message_posted", old, T0, item.mission_id, item.id))
+    evolve(view, Event("conversation.message_posted", old, T0, item.mission_id, item.id))
     assert view.items[item.id].open_ambiguities == ("q2",)
 
-    state.evolve(view, Event("conversation.message_posted", {**old, "messageId": "r2",
-                                                            "resolves": "q2", "cleared": False},
-                             T0, item.mission_id, item.id))
+    evolve(view, Event("conversation.message_posted", {**old, "messageId": "r2",
+                                                      "resolves": "q2", "cleared": False},
+                       T0, item.mission_id, item.id))
     assert view.items[item.id].open_ambiguities == ("q2",)
 
 

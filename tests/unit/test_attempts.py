@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from mission_weave.core import commands, dispatch, ranking, retries, state, sweep
+from mission_weave.core.evolve import evolve
 from mission_weave.core.state import Event
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit.builders import (
@@ -152,7 +153,7 @@ def test_an_ownership_expiry_of_an_older_log_counts_nothing_on_replay():
     old = Event("work.ownership_expired", {"agentId": WORKER, "ownershipEpoch": 1,
                                            "reason": "start_by"}, T0, "msn_1", ITEM_ID)
 
-    state.evolve(view, old)
+    evolve(view, old)
 
     assert (view.items[ITEM_ID].attempts, view.items[ITEM_ID].owner) == (0, None)
 

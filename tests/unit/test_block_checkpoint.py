@@ -6,6 +6,7 @@ once took is refused, but work.blocked events already logged in it still replay.
 import pytest
 
 from mission_weave.core import commands, state
+from mission_weave.core.evolve import evolve
 from mission_weave.core.state import Event
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
@@ -100,7 +101,7 @@ def test_a_work_blocked_event_logged_in_the_old_shape_still_replays():
     old = {"leaseId": item.lease.id, "checkpoint": progress("waiting"),
            "requiredResolution": "figures", "blockedUntil": iso(600)}
 
-    state.evolve(view, Event("work.blocked", old, T0, item.mission_id, item.id))
+    evolve(view, Event("work.blocked", old, T0, item.mission_id, item.id))
 
     blocked = view.items[item.id]
     assert blocked.state == state.BLOCKED

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from mission_weave.core import capabilities, commands, state
+from mission_weave.core import capabilities, commands, state, state_documents
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit import builders
 from tests.unit.builders import at, iso, progress
@@ -108,15 +108,15 @@ def test_the_tokens_round_trip_through_the_stored_document():
     view, _ = active_item()
     item = view.items[builders.ITEM_ID]
 
-    assert state.item_from_doc(state.to_doc(item)) == item
+    assert state_documents.item_from_doc(state_documents.to_doc(item)) == item
 
 
 def test_a_document_written_before_tokens_existed_still_loads():
     view, _ = active_item()
-    doc = state.to_doc(view.items[builders.ITEM_ID])
+    doc = state_documents.to_doc(view.items[builders.ITEM_ID])
     del doc["capability_tokens"], doc["retry_exhausted"]
 
-    assert state.item_from_doc(doc).capability_tokens == ()
+    assert state_documents.item_from_doc(doc).capability_tokens == ()
 
 
 # --- rotate and narrow --------------------------------------------------------------------------

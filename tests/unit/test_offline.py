@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from mission_weave.core import commands, offline_binding, state
+from mission_weave.core import commands, offline_binding, state, state_documents
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit.builders import (
     ITEM_ID,
@@ -212,11 +212,11 @@ def test_a_reconciled_checkpoint_releases_the_lease_when_it_was_buffered():
 
 
 def test_the_lease_document_keeps_its_old_shape_until_offline_work_is_reconciled():
-    assert set(state.lease_to_doc(lease())) == {
+    assert set(state_documents.lease_to_doc(lease())) == {
         "id", "agentId", "sessionEpoch", "ownershipEpoch", "startedAt", "expiresAt",
         "renewals", "closedAt", "closeReason"}
     reconciled = revoked_lease(reconciled_through=at(10))
-    assert state.lease_from_doc(state.lease_to_doc(reconciled)) == reconciled
+    assert state_documents.lease_from_doc(state_documents.lease_to_doc(reconciled)) == reconciled
 
 
 def test_only_a_reconnection_marks_a_revocation_reconcilable():

@@ -9,7 +9,8 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mission_weave.core import commands, lifecycle, state
+from mission_weave.core import commands, lifecycle, state, state_documents
+from mission_weave.core.evolve import evolve
 from mission_weave.core.state import Event
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.errors import ProtocolError
@@ -51,7 +52,7 @@ class World:
         for draft in drafts:
             event = Event(draft.type, draft.data, self.now, draft.mission_id, draft.work_item_id)
             self.log.append(event)
-            state.evolve(self.view, event)
+            evolve(self.view, event)
 
     def decide(self, command) -> None:
         self.append(commands.decide(self.view, command, commands.Context(
@@ -275,9 +276,11 @@ def check_invariants(view, leases_seen: dict, epochs: dict) -> None:
             assert item.state == state.BLOCKED, f"{item.id} is {item.state} while {child.id} runs"
         assert item.ownership_epoch >= epochs.get(item.id, 0)
         epochs[item.id] = item.ownership_epoch
-        assert state.item_from_doc(json.loads(json.dumps(state.to_doc(item)))) == item
+        doc = json.loads(json.dumps(state_documents.to_doc(item)))
+        assert state_documents.item_from_doc(doc) == item
     for mission in view.missions.values():
-        assert state.mission_from_doc(json.loads(json.dumps(state.to_doc(mission)))) == mission
+        doc = json.loads(json.dumps(state_documents.to_doc(mission)))
+        assert state_documents.mission_from_doc(doc) == mission
 
 
 @settings(max_examples=100, deadline=None)
@@ -305,7 +308,7 @@ def test_random_command_sequences_keep_the_invariants(steps):
     # Replay equals projection: the log alone rebuilds the same state (what mw_verify checks).
     replayed = state.View()
     for event in world.log:
-        state.evolve(replayed, event)
+        evolve(replayed, event)
     assert replayed.items == world.view.items
     assert replayed.missions == world.view.missions
 

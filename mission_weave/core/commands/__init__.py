@@ -3,7 +3,7 @@
 Each function checks the command against the current state (the §10.2 table,
 fencing, dependencies, contract) and returns the events to append, or raises a
 ProtocolError. Nothing here reads a clock, a database or a setting: the shell
-passes them in `Context`. `evolve` (state.py) turns the events into state.
+passes them in `Context`. `evolve` (evolve.py) turns the events into state.
 
 By concept: base.py (the command, context, drafts and shared checks), authority.py
 (who may decide for a Mission), targets.py (what a command acts on), missions.py

@@ -337,7 +337,7 @@ def conversation_post(view, command, context):
     if body["kind"] == "resolution":
         # §10.1: prose answers the ambiguity but does not clear it; a corrected contract
         # (work.revise_contract) or a replacement WorkItem does. Said in the event, as
-        # resolution messages of older logs did clear it (state.py reads both).
+        # resolution messages of older logs did clear it (evolve.py reads both).
         data["cleared"] = False
     return [item_draft(item, "conversation.message_posted", data)]
 
