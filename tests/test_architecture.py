@@ -111,6 +111,28 @@ def test_every_app_has_its_place_in_the_layers():
     assert apps == set(APP_LAYERS)
 
 
+def test_each_port_has_a_protocol_and_the_ledger_imports_no_app_above_it():
+    """The ledger reaches the apps above it only through its ports (apps/ledger/ports.py):
+    each port is a typing.Protocol, and the place that holds what is plugged in declares
+    each port by its Protocol; no module of the ledger imports another app."""
+    from typing import get_type_hints
+
+    from apps.ledger import ports
+
+    declared = get_type_hints(ports.Plugged)
+    assert set(declared) == set(ports.PORTS) | {"committed"}
+    for name, protocol in ports.PORTS.items():
+        assert getattr(protocol, "_is_protocol", False), f"{name}: {protocol} is no Protocol"
+        assert declared[name] is protocol, f"Plugged.{name} is not declared as {protocol}"
+    assert getattr(ports.Subscriber, "_is_protocol", False)
+    assert declared["committed"] == list[ports.Subscriber]
+
+    def allowed(path, name):
+        return not within(name, "apps") or name == "apps" or within(name, "apps.ledger")
+
+    assert breaks(sources("apps/ledger"), allowed) == []
+
+
 def test_nothing_below_the_apps_imports_them():
     """The project package's pure parts never reach up into the shell apps (the project
     package's own shell modules, settings and urls, wire the apps together)."""

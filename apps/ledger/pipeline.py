@@ -9,7 +9,9 @@ its attempt back and gets the first answer, so the common path spends no query o
 HTTP, WebSocket, the dashboard and the sweeper all come through `submit` or
 `submit_system`; nothing else writes the log or the projections. What the pipeline asks
 of the apps above the log (who the sender is, the projections, facts outside the log)
-and whom it tells of a commit, it reaches through `ports`, where those apps plug in.
+and whom it tells of a commit, it reaches through its ports (ports.py): `plugged.members`,
+`plugged.projections` and the rest, each described by a Protocol and plugged in by the
+app that implements it.
 """
 
 import time
@@ -28,9 +30,10 @@ from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import db, faults, group_commit, history, ports, publish
+from . import db, faults, group_commit, history, publish
 from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
+from .ports import plugged
 
 
 @dataclass(frozen=True)
@@ -62,12 +65,12 @@ def submit(group_id: str, envelope, principal, now: datetime | None = None) -> A
     try:
         answer = _answer(group_id, envelope, principal, now or timezone.now())
     except Exception as error:
-        ports.observer.command(group_id, envelope, principal, started, error)
+        plugged.observer.command(group_id, envelope, principal, started, error)
         raise
-    ports.observer.command(group_id, envelope, principal, started, answer)
+    plugged.observer.command(group_id, envelope, principal, started, answer)
     if answer.status != 200:
         return answer
-    return Answer(200, ports.answers.with_bearer(group_id, answer.body, principal))
+    return Answer(200, plugged.answers.with_bearer(group_id, answer.body, principal))
 
 
 def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
@@ -75,10 +78,10 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
     envelope raise ProtocolError and are not remembered (they prove nothing about the
     id); a decision, acceptance or rejection, is remembered under the command id."""
     signed = envelopes.check_envelope(envelope, group_id)
-    member = ports.members.membership(group_id, principal, signature_key_id(envelope))
+    member = plugged.members.membership(group_id, principal, signature_key_id(envelope))
     fingerprint = sha256_hex(signed)  # what the signature covers is the command's content
     try:
-        ports.members.check_envelope_identity(envelope, principal, member, signed, now)
+        plugged.members.check_envelope_identity(envelope, principal, member, signed, now)
     except ProtocolError as error:
         # A signed retry from an earlier session, or sent late, still gets the answer
         # its command id was given; only a new decision needs a current session.
@@ -86,10 +89,10 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
         if prior is None:
             raise
         return _repeat(prior, fingerprint)
-    ports.members.check_membership_epoch(member, envelope["membershipEpoch"])
+    plugged.members.check_membership_epoch(member, envelope["membershipEpoch"])
     command = envelopes.to_command(envelope, member.roles)
     pending = group_commit.Pending(group_id, command, fingerprint, envelope, now)
-    others = ports.facts.other_groups(command)
+    others = plugged.facts.other_groups(command)
     # A caller's own transaction (a test, a management command) is not shared with
     # other requests' commands; nor is a command that locks other Groups too.
     if not settings.MW_GROUP_COMMIT or connection.in_atomic_block or others:
@@ -104,14 +107,14 @@ def _alone(pending, others: set) -> Answer:
         with transaction.atomic():
             if others:
                 heads = _lock_groups(group_id, others)
-                view = ports.projections.load(group_id, command)
+                view = plugged.projections.load(group_id, command)
             else:
                 # The lock and the first read in one round trip: the read runs once the
                 # lock is granted, so it sees every command decided before this one.
                 asked = time.perf_counter()
-                locked, view = ports.projections.load_after(group_id, command,
+                locked, view = plugged.projections.load_after(group_id, command,
                                                             _lock_statement(group_id))
-                ports.observer.lock_waited(time.perf_counter() - asked)
+                plugged.observer.lock_waited(time.perf_counter() - asked)
                 heads = {group_id: _locked_head(locked)}
             answer = _decide_and_write(pending, heads, view)
             faults.reach("before_commit")
@@ -127,18 +130,18 @@ def _together(batch: list) -> None:
     answered meanwhile refuses it by its unique record, or a command met an error), each
     command goes again alone, so that one command's failure is its own."""
     answers = []
-    ports.observer.batched(len(batch))
+    plugged.observer.batched(len(batch))
     try:
         with transaction.atomic():
             lock = _lock_many_statement(sorted({p.group_id for p in batch}))
             first = batch[0]
             asked = time.perf_counter()
             try:  # the locks and the first command's reads in one round trip
-                locked, view = ports.projections.load_after(first.group_id, first.command,
+                locked, view = plugged.projections.load_after(first.group_id, first.command,
                                                             lock)
             except ProtocolError:  # its reads are refused: lock without them
                 locked, view = db.fetch(*lock), None
-            ports.observer.lock_waited(time.perf_counter() - asked)
+            plugged.observer.lock_waited(time.perf_counter() - asked)
             heads = {group_id: (sequence, head_hash) for group_id, sequence, head_hash in locked}
             for index, pending in enumerate(batch):
                 try:
@@ -146,7 +149,7 @@ def _together(batch: list) -> None:
                         raise ProtocolError("NOT_A_MEMBER", "you are not a member of this "
                                             "Group")
                     if index or view is None:
-                        view = ports.projections.load(pending.group_id, pending.command)
+                        view = plugged.projections.load(pending.group_id, pending.command)
                 except ProtocolError as error:  # raised before it wrote anything
                     answers.append(error)
                     continue
@@ -172,9 +175,9 @@ def _decide_and_write(pending, heads: dict, view: state.View) -> Answer:
     group_id, command, now = pending.group_id, pending.command, pending.now
     head = heads[group_id]
     try:
-        candidates = ports.projections.candidates(group_id, command, view)
+        candidates = plugged.projections.candidates(group_id, command, view)
         context = Context(now=now, policy=policy(), candidates=candidates,
-                          facts=ports.facts.load(group_id, command, head[0]))
+                          facts=plugged.facts.load(group_id, command, head[0]))
         decided = time.perf_counter()
         drafts = commands.decide(view, command, context)
     except ProtocolError as rejection:
@@ -193,7 +196,7 @@ def _decide_and_write(pending, heads: dict, view: state.View) -> Answer:
                                         now)])
     if events:
         heads[group_id] = (events[-1]["sequence"], events[-1]["hash"])
-    ports.observer.appended(time.perf_counter() - decided)
+    plugged.observer.appended(time.perf_counter() - decided)
     faults.reach("after_append")
     return answer
 
@@ -288,7 +291,7 @@ def prepare_system(group_id: str, view: state.View, versions: dict, drafts: list
                 view.missions.keys() or any(alone.missions[k] is not m
                                             for k, m in view.missions.items()):
             raise ValueError(f"{item_drafts[0].type} changes more than WorkItem {item_id}")
-        patch = ports.projections.item_patch(group_id, before, alone.items[item_id])
+        patch = plugged.projections.item_patch(group_id, before, alone.items[item_id])
         prepared.append(Prepared(item_id, versions[item_id], tuple(templates), tuple(rows),
                                  patch))
     return prepared
@@ -304,7 +307,7 @@ def submit_prepared(group_id: str, prepared: list, skip_locked: bool = False) ->
         head = _lock(group_id, skip_locked)
         if head is None:
             return None
-        current = ports.projections.versions(group_id, [p.work_item_id for p in prepared])
+        current = plugged.projections.versions(group_id, [p.work_item_id for p in prepared])
         kept = [p for p in prepared if current.get(p.work_item_id) == p.version]
         if not kept:
             return []
@@ -314,7 +317,7 @@ def submit_prepared(group_id: str, prepared: list, skip_locked: bool = False) ->
                                           for event in zip(p.templates, p.rows)])
         db.copy(EVENTS, EVENT_COLUMNS, rows)
         db.execute_batch([_head_update(group_id, head),
-                          ports.projections.patch_items([p.patch for p in kept])])
+                          plugged.projections.patch_items([p.patch for p in kept])])
     return documents
 
 
@@ -436,7 +439,7 @@ def _append(group_id: str, head: tuple, view: state.View, drafts: list, actor: s
              db.to_json(draft.data))))
     documents, rows, head = _chained(group_id, head, actor, command_id, events)
     writes = [db.insert(EVENTS, EVENT_COLUMNS, rows), _head_update(group_id, head),
-              *ports.projections.changes(group_id, before, view)]
+              *plugged.projections.changes(group_id, before, view)]
     return documents, writes
 
 
@@ -497,7 +500,7 @@ def _after_commit(group_id: str, documents: list) -> None:
 
 
 def _follow_up(group_id: str, documents: list) -> None:
-    for subscriber in ports.committed:
+    for subscriber in plugged.committed:
         subscriber(group_id, documents)
 
 

@@ -78,9 +78,10 @@ def _send(channel: str, message: str) -> None:
 
 def _to_local_hub(method: str, group_id: str, argument) -> None:
     # No Redis: the only subscribers are this process's (the hub delivery plugged into
-    # ports.local_hub), on the server's loop.
-    if ports.local_hub is not None and _server_loop is not None and _server_loop.is_running():
-        _server_loop.call_soon_threadsafe(getattr(ports.local_hub, method), group_id, argument)
+    # the local_hub port), on the server's loop.
+    if ports.is_plugged("local_hub") and _server_loop is not None and _server_loop.is_running():
+        _server_loop.call_soon_threadsafe(getattr(ports.plugged.local_hub, method), group_id,
+                                          argument)
 
 
 async def _publish(channel: str, message: str) -> None:

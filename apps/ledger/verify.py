@@ -9,8 +9,9 @@ from mission_weave.core import chain, state, state_documents
 from mission_weave.core.evolve import evolve
 from mission_weave.protocol.timefmt import parse_time
 
-from . import history, ports, signing_keys
+from . import history, signing_keys
 from .models import Group, Snapshot
+from .ports import plugged
 
 BATCH = 2000
 
@@ -76,9 +77,9 @@ def replay(group_id: str) -> tuple[state.View, list]:
 
 def verify_group(group_id: str) -> list:
     """Every difference between the log and the live state, as sentences; [] is healthy.
-    The projections compare their own tables with the replay (ports.projections)."""
+    The projections compare their own tables with the replay (plugged.projections)."""
     replayed, problems = replay(group_id)
-    return problems + ports.projections.differences(group_id, replayed)
+    return problems + plugged.projections.differences(group_id, replayed)
 
 
 def _floor(group: Group) -> list:

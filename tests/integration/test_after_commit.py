@@ -25,7 +25,7 @@ def seen(db, clock):
 
     ports.subscribe(subscriber)
     yield heard
-    ports.committed.remove(subscriber)
+    ports.unsubscribe(subscriber)
 
 
 def types(seen: list) -> list:
