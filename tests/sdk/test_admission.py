@@ -228,7 +228,7 @@ def test_the_worker_declines_a_start_by_the_offer_sets_too_short_for_it():
     authorized(log, "busy")
     accepted(log, "busy", epoch=1)  # owns one already: with one slot the next must wait
     worker, client = worker_on(log)
-    worker.capacity, worker.queue_capacity = 1, 5
+    worker.slots.capacity, worker.offers.queue_capacity = 1, 5
     worker.estimate_seconds = lambda c: 60
 
     item = worker.work["grp_q"].items["a"]
@@ -267,7 +267,7 @@ def test_the_default_cost_estimate_is_the_duration_estimate_as_wall_clock():
     authorized(log, "a", budgets={"wallClockSeconds": 100})
     offered(log, "a")
     worker, client = worker_on(log)
-    worker.durations["grp_q"] = [150.0, 170.0, 190.0]  # its past runs: median 170 s
+    worker.slots.durations["grp_q"] = [150.0, 170.0, 190.0]  # its past runs: median 170 s
 
     assert worker.estimate_seconds({}) == 170
     assert worker.estimate_cost({}) == {"wallClockSeconds": 170}
@@ -292,7 +292,7 @@ def test_the_worker_declines_without_the_worker_role_or_permission_for_its_tools
     authorized(log, "a")
     offered(log, "a")
     worker, client = worker_on(log)
-    worker.needs = {"tools": ("browser",)}
+    worker.offers.needs = {"tools": ("browser",)}
 
     tick(worker)
 
@@ -303,7 +303,7 @@ def test_the_worker_declines_without_the_worker_role_or_permission_for_its_tools
     authorized(log2, "a")
     offered(log2, "a")
     worker, client = worker_on(log2)
-    worker.roles = {"grp_q": frozenset({"observer"})}
+    worker.session.roles = {"grp_q": frozenset({"observer"})}
     tick(worker)
     assert decisions(client)["a"][1]["reason"] == "authorization"
 
@@ -315,7 +315,7 @@ def test_the_worker_accepts_a_version_its_declared_range_covers():
     offered(log, "v2")
     offered(log, "v3")
     worker, client = worker_on(log)
-    worker.capability_ranges = {"summarize": ">=1,<3"}
+    worker.offers.capability_ranges = {"summarize": ">=1,<3"}
 
     tick(worker)
 

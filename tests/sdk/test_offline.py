@@ -267,17 +267,17 @@ def test_progress_buffered_offline_lands_once_in_order_with_its_charge(live_grou
             worker = Worker(wc, [g], handle, tmp_path / "w.sqlite3", tick_seconds=0.2,
                             lease_seconds=30, once=True, transport="http",
                             offline_grace_seconds=off.DEFAULT_GRACE_SECONDS)
-            worker.reconnect_seconds = 0.2
+            worker.session.reconnect_seconds = 0.2
             task = asyncio.create_task(worker.run())
             await asyncio.wait_for(worker.ready.wait(), 20)
             await offer(c, g, "offline", w1.name)
-            while not any(ctx for _, ctx in worker.running.values()):
+            while not any(ctx for _, ctx in worker.slots.running.values()):
                 await asyncio.sleep(0.05)
             await asyncio.sleep(1.5)  # the artifact is published
             proxy.go_down()
             offline_now.set()
             await asyncio.wait_for(back.wait(), 30)
-            buffered = len(worker.buffer)
+            buffered = len(worker.offline.buffer)
             proxy.down = False
             await asyncio.wait_for(task, 40)
             await proxy.close()
@@ -320,7 +320,7 @@ def test_progress_buffered_offline_lands_once_in_order_with_its_charge(live_grou
     last_start = max(i for i, t in enumerate(types) if t == "work.started")
     assert last_start > max(i for i, t in enumerate(types) if t == "work.progress_reported")
     assert types.count("work.submitted") == 1 and types.index("work.submitted") > last_start
-    assert worker.buffer is not None and len(worker.buffer) == 0
+    assert worker.offline.buffer is not None and len(worker.offline.buffer) == 0
     assert verify_group(g) == []
 
 
@@ -361,7 +361,7 @@ def test_a_handler_that_outlives_the_grace_deadline_is_cancelled(live_group, tmp
     assert state == {"cancelled": True, "buffered": True}
     assert worker.outcome.state == "lease-lost"
     assert "grace deadline" in worker.outcome.message
-    assert len(worker.buffer) == 1  # kept: reconciled at the worker's next start
+    assert len(worker.offline.buffer) == 1  # kept: reconciled at the worker's next start
     from apps.ledger.verify import verify_group
     assert verify_group(g) == []
 
@@ -379,7 +379,7 @@ async def offline_worker(live_group, handler, body, tmp_path, **options):
                         tmp_path / "w.sqlite3", tick_seconds=0.2, lease_seconds=30,
                         transport="http", offline_grace_seconds=off.DEFAULT_GRACE_SECONDS,
                         **options)
-        worker.reconnect_seconds = 0.2
+        worker.session.reconnect_seconds = 0.2
         stop = asyncio.Event()
         task = asyncio.create_task(worker.run(stop))
         await asyncio.wait_for(worker.ready.wait(), 20)
@@ -467,7 +467,7 @@ def test_a_block_buffered_offline_blocks_the_item_on_reconnection(live_group, tm
             item = await c.work_item(g, "stuck")
             return item if item["state"] == "blocked" else None
         item = await until(blocked, 40)
-        await until(lambda: worker.buffer is not None and len(worker.buffer) == 0)
+        await until(lambda: worker.offline.buffer is not None and len(worker.offline.buffer) == 0)
         return item, (await c.events(g, 0))["events"]
 
     item, events = run(offline_worker(live_group, handle, body, tmp_path), 90)
@@ -602,7 +602,7 @@ def test_a_charge_whose_answer_was_lost_and_that_was_decided_is_not_charged_agai
         run(ctx._charge_now(), 5)
     assert ctx.unsettled is not None and not ctx.usage
 
-    run(worker._settle(ctx), 5)
+    run(worker.offline.settle(ctx), 5)
 
     assert client.sent[1] == client.sent[0]  # the same envelope, so a duplicate
     assert ctx.unsettled is None and not ctx.usage
@@ -616,7 +616,7 @@ def test_a_charge_whose_answer_was_lost_and_that_was_never_decided_goes_again(tm
     with pytest.raises(httpx.ReadError):
         run(ctx._charge_now(), 5)
 
-    run(worker._settle(ctx), 5)
+    run(worker.offline.settle(ctx), 5)
 
     assert ctx.unsettled is None and ctx.usage.peek() == {"tokens": 50, "toolCalls": 2}
 
@@ -625,14 +625,14 @@ def test_a_lost_charge_never_decided_goes_into_the_first_binding_not_yet_sent(tm
     stale = ApiError(401, "STALE_SESSION", "a newer session exists", {})
     client = Charging(LOST, stale)
     worker, ctx = a_context(client, tmp_path)
-    fill(worker.buffer, ("research", "offline-1", 60), ("research", "offline-2", 70))
+    fill(worker.offline.buffer, ("research", "offline-1", 60), ("research", "offline-2", 70))
     ctx.charge(tokens=50)
     with pytest.raises(httpx.ReadError):
         run(ctx._charge_now(), 5)
 
-    run(worker._settle(ctx), 5)
+    run(worker.offline.settle(ctx), 5)
 
-    first, second = worker.buffer.pending()
+    first, second = worker.offline.buffer.pending()
     assert first.binding["usage"] == {"tokens": 10 + 50}  # its own, and the lost charge
     assert second.binding["usage"] == {"tokens": 10}
     assert not ctx.usage and ctx.unsettled is None
@@ -642,7 +642,7 @@ def test_the_capability_token_is_not_for_side_effects_offline(tmp_path):
     worker, ctx = a_context(Charging(), tmp_path)
     ctx.capability_token = {"id": "cap-1", "bearer": "secret"}
     assert ctx.capability() == {"id": "cap-1", "bearer": "secret"}
-    worker.offline_since = T0
+    worker.offline.since = T0
     with pytest.raises(OfflineError, match="side effect"):
         ctx.capability()
     assert ctx.capability(side_effect=False)["id"] == "cap-1"  # a read goes on

@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from mission_weave.sdk import worker as worker_cli
+from mission_weave.sdk import worker_cli
 from mission_weave.sdk.inbox import CursorStore
 from mission_weave.sdk.worker import Worker
 from tests.sdk.conftest import run

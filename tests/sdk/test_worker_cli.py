@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from mission_weave.sdk.worker import HandlerError, load_handler
+from mission_weave.sdk.worker_cli import HandlerError, load_handler
 
 WORKER = [sys.executable, "-m", "mission_weave.sdk.worker"]
 

@@ -5,7 +5,6 @@ import asyncio
 from datetime import datetime, timedelta, timezone
 
 from mission_weave.protocol.timefmt import format_time
-from mission_weave.sdk import scheduler
 from mission_weave.sdk.client import ApiError
 from mission_weave.sdk.worker import Worker
 from tests.sdk.test_queues import G, Log, accepted, authorized
@@ -33,8 +32,8 @@ class RecordingClient:
 def worker_on(log) -> tuple[Worker, RecordingClient]:
     client = RecordingClient()
     worker = Worker(client, [G], handler=None, cursor_path=":memory:")
-    worker.card, worker.capacity = CARD, 2
-    worker.slots = scheduler.declare_slots(2, 2)
+    worker.card = CARD
+    worker.slots.declare(2)
     for event in log.events:
         worker._fold(event)
     return worker, client
@@ -49,7 +48,7 @@ def offered(log, item, agent="w1"):
 def tick(worker):
     async def go():
         await worker._tick()
-        await asyncio.gather(*(task for task, _ in list(worker.running.values())))
+        await asyncio.gather(*(task for task, _ in list(worker.slots.running.values())))
     asyncio.run(go())
 
 

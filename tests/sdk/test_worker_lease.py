@@ -9,8 +9,7 @@ import httpx
 import pytest
 
 from mission_weave.protocol.timefmt import format_time
-from mission_weave.sdk import scheduler
-from mission_weave.sdk import worker as worker_cli
+from mission_weave.sdk import worker_cli
 from mission_weave.sdk.client import ApiError
 from mission_weave.sdk.worker import Outcome, Worker
 from tests.sdk.test_queues import G, Log, accepted, authorized
@@ -84,15 +83,15 @@ def run_one(client, handler, once=True) -> Worker:
     authorized(log, "a")
     accepted(log, "a")
     worker = Worker(client, [G], handler, ":memory:", once=once)
-    worker.card, worker.capacity = CARD, 1
-    worker.slots = scheduler.declare_slots(1, 1)
+    worker.card = CARD
+    worker.slots.declare(1)
     for event in log.events:
         worker._fold(event)
 
     async def go():
         worker._stop = asyncio.Event()
         await worker._tick()
-        await asyncio.wait_for(asyncio.gather(*(t for t, _ in list(worker.running.values()))),
+        await asyncio.wait_for(asyncio.gather(*(t for t, _ in list(worker.slots.running.values()))),
                                20)
     asyncio.run(go())
     return worker
@@ -161,16 +160,16 @@ def test_the_lease_closed_in_the_log_cancels_the_handler():
     authorized(log, "a")
     accepted(log, "a")
     worker = Worker(client, [G], handler, ":memory:", once=True)
-    worker.card, worker.capacity = CARD, 1
-    worker.slots = scheduler.declare_slots(1, 1)
+    worker.card = CARD
+    worker.slots.declare(1)
     for event in log.events:
         worker._fold(event)
 
     async def go():
         worker._stop = asyncio.Event()
         await worker._tick()
-        task, _ = worker.running[(G, "a")]
-        while worker.running[(G, "a")][1] is None:
+        task, _ = worker.slots.running[(G, "a")]
+        while worker.slots.running[(G, "a")][1] is None:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.1)
         revoked = log.add("lease.revoked", "a", leaseId="lease-1", reason="cancelled")

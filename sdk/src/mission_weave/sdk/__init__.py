@@ -7,9 +7,11 @@ page, with a worker that runs as written: docs/sdk.md.
   belongs to another log, after a server reset, starts over from sequence 0);
 - `queues`: per-Group work state rebuilt by replaying events;
 - `admission`: the Worker's admission control (§10.3), a pure decision per offer;
-- `worker`: a runnable Worker (`python -m mission_weave.sdk.worker`, `--once`);
+- `worker`: a runnable Worker (`python -m mission_weave.sdk.worker`, `--once`), composed of
+  `session`, `slots`, `offers`, `runs`, `leases`, `handler_context` (what a handler gets)
+  and `offline_execution`; its command line is `worker_cli`;
 - `coordinator`: a tiny demo coordinator loop (`python -m mission_weave.sdk.coordinator`);
-- `offline`: bounded offline execution (§11.5): the durable buffer of reports made while
+- `offline_buffer`: bounded offline execution (§11.5): the durable buffer of reports made while
   the Group service is unreachable, rebased and reconciled on reconnection; `OfflineError`.
 """
 
