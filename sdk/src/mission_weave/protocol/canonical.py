@@ -5,16 +5,19 @@ import hashlib
 import json
 import math
 from functools import lru_cache
+from typing import Any
 
 import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from .json_types import JsonObject
+
 ZERO_HASH = "sha256:" + "0" * 64
 
 
-def canonical(value) -> bytes:
+def canonical(value: Any) -> bytes:  # any JSON value
     """The RFC 8785 (JCS) form of a JSON value, as UTF-8 bytes.
 
     For documents without floats and with ASCII member names, JCS and Python's
@@ -28,7 +31,7 @@ def canonical(value) -> bytes:
     return rfc8785.dumps(value)
 
 
-def _plain(value) -> bool:
+def _plain(value: Any) -> bool:
     if isinstance(value, dict):
         return all(isinstance(k, str) and k.isascii() and _plain(v) for k, v in value.items())
     if isinstance(value, list):
@@ -42,7 +45,7 @@ def sha256_hex(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def content_hash(value) -> str:
+def content_hash(value: Any) -> str:  # any JSON value
     """`sha256:<hex>` of a JSON value's canonical form."""
     return sha256_hex(canonical(value))
 
@@ -51,36 +54,38 @@ def b64url(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
-def b64url_decode(text: str) -> bytes:
+def b64url_decode(text: object) -> bytes:
+    """The bytes of base64url `text`; ValueError for anything else (it checks what a
+    document says, so the value may be of any JSON type)."""
     if not isinstance(text, str):
         raise ValueError("expected a base64url string")
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
 
-def without(document: dict, member: str) -> dict:
+def without(document: JsonObject, member: str) -> JsonObject:
     return {key: value for key, value in document.items() if key != member}
 
 
-def signing_bytes(document: dict) -> bytes:
+def signing_bytes(document: JsonObject) -> bytes:
     """What a signature covers: the canonical form of the object without `signature`."""
     return canonical(without(document, "signature"))
 
 
-def sign(document: dict, private_key: Ed25519PrivateKey, key_id: str) -> dict:
+def sign(document: JsonObject, private_key: Ed25519PrivateKey, key_id: str) -> JsonObject:
     """A copy of `document` carrying its Ed25519 `signature` member."""
     sig = private_key.sign(signing_bytes(document))
     return {**without(document, "signature"),
             "signature": {"alg": "Ed25519", "keyId": key_id, "sig": b64url(sig)}}
 
 
-def signature_key_id(document: dict) -> str | None:
+def signature_key_id(document: JsonObject) -> str | None:
     signature = document.get("signature")
-    if isinstance(signature, dict) and isinstance(signature.get("keyId"), str):
-        return signature["keyId"]
-    return None
+    key_id = signature.get("keyId") if isinstance(signature, dict) else None
+    return key_id if isinstance(key_id, str) else None
 
 
-def verify(document: dict, public_key: Ed25519PublicKey, signed: bytes | None = None) -> bool:
+def verify(document: JsonObject, public_key: Ed25519PublicKey,
+           signed: bytes | None = None) -> bool:
     """True when `document.signature` is a valid Ed25519 signature by `public_key`.
     `signed` may pass signing_bytes(document) when the caller already has them.
     Stricter than OpenSSL alone: the key must pass public_key_problem, and S must be
@@ -206,7 +211,7 @@ SAFE_INTEGER = 2**53 - 1  # RFC 8785 / I-JSON: integers beyond this have no cano
 MAX_DEPTH = 64  # objects and arrays nested deeper than this are refused
 
 
-def domain_problem(value, max_depth: int = MAX_DEPTH) -> tuple[str, str] | None:
+def domain_problem(value: Any, max_depth: int = MAX_DEPTH) -> tuple[str, str] | None:
     """Where a parsed JSON value leaves the domain the server can sign, hash and store,
     as `(path, reason)`, or None. Outside it: integers beyond ±(2**53-1), non-finite
     numbers, text with U+0000 or lone surrogates, nesting deeper than `max_depth`.

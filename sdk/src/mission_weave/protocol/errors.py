@@ -1,5 +1,7 @@
 """PROTOCOL.md's error codes, one exception type, one table mapping codes to HTTP."""
 
+from .json_types import JsonObject
+
 HTTP_STATUS = {
     "VALIDATION_ERROR": 400,
     "INVALID_CONTRACT": 400,
@@ -40,7 +42,7 @@ HTTP_STATUS = {
 class ProtocolError(Exception):
     """A rejection: a PROTOCOL code, a message a person understands, details."""
 
-    def __init__(self, code: str, message: str, details: dict | None = None,
+    def __init__(self, code: str, message: str, details: JsonObject | None = None,
                  http_status: int | None = None):
         if code not in HTTP_STATUS:
             raise ValueError(f"unknown protocol error code {code!r}")
@@ -51,7 +53,7 @@ class ProtocolError(Exception):
         # HTTP says more than the code in a few places (405 for a wrong method).
         self.http_status = http_status or HTTP_STATUS[code]
 
-    def as_json(self) -> dict:
+    def as_json(self) -> JsonObject:
         return {"error": {"code": self.code, "message": self.message, "details": self.details}}
 
     def __repr__(self) -> str:

@@ -59,8 +59,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Mapping
+from typing import Any, Mapping
 
+from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 AUTHORIZATION, CAPABILITY, DEPENDENCY = "authorization", "capability", "dependency"
@@ -74,7 +75,7 @@ ALLOWED_KINDS = ("tools", "data", "operations")
 
 USAGE_EVENT = "ext.missionweaveprotocol.core.resource_usage_recorded"
 
-_EMPTY = MappingProxyType({})
+_EMPTY: Mapping[str, str] = MappingProxyType({})
 
 
 # --- version ranges ---------------------------------------------------------------------
@@ -87,7 +88,10 @@ _CLAUSE = re.compile(r"^\s*(==|!=|>=|<=|>|<)?\s*([^\s=!<>,]+)\s*$")
 _NUMERIC = re.compile(r"^\d+(\.\d+)*$")
 
 
-def parse_spec(spec: str) -> list:
+Clause = tuple[str, str]  # (operator, version)
+
+
+def parse_spec(spec: str) -> list[Clause]:
     """`">=1,<3"` -> [(">=", "1"), ("<", "3")]; `"*"` -> []; raises VersionSpecError."""
     if not isinstance(spec, str) or not spec.strip():
         raise VersionSpecError(f"an empty version range: {spec!r}")
@@ -103,11 +107,11 @@ def parse_spec(spec: str) -> list:
     return clauses
 
 
-def _numeric(version: str) -> tuple | None:
+def _numeric(version: str) -> tuple[int, ...] | None:
     return tuple(int(p) for p in version.split(".")) if _NUMERIC.match(version) else None
 
 
-def _compare(a: tuple, b: tuple) -> int:
+def _compare(a: tuple[int, ...], b: tuple[int, ...]) -> int:
     width = max(len(a), len(b))
     a, b = a + (0,) * (width - len(a)), b + (0,) * (width - len(b))
     return (a > b) - (a < b)
@@ -131,7 +135,8 @@ def version_matches(version: str, spec: str) -> bool:
     return all(_clause_holds(str(version), op, bound) for op, bound in parse_spec(spec))
 
 
-def missing_capabilities(required: list, card: dict, ranges: Mapping[str, str] = _EMPTY) -> list:
+def missing_capabilities(required: list[JsonObject], card: JsonObject,
+                         ranges: Mapping[str, str] = _EMPTY) -> list[JsonObject]:
     """The required `{id, version}` entries neither the card (exactly) nor a declared
     range covers."""
     offered = {(c.get("id"), c.get("version")) for c in card.get("capabilities", [])}
@@ -139,7 +144,7 @@ def missing_capabilities(required: list, card: dict, ranges: Mapping[str, str] =
     for need in required:
         if (need.get("id"), need.get("version")) in offered:
             continue
-        spec = ranges.get(need.get("id"))
+        spec = ranges.get(need["id"]) if "id" in need else None
         if spec is not None and version_matches(need.get("version", ""), spec):
             continue
         missing.append(need)
@@ -148,7 +153,7 @@ def missing_capabilities(required: list, card: dict, ranges: Mapping[str, str] =
 
 # --- budgets ------------------------------------------------------------------------------
 
-def _money(value) -> tuple | None:
+def _money(value: Any) -> tuple[Decimal, Any] | None:  # a JSON amount, or not
     if not isinstance(value, dict):
         return None
     try:
@@ -157,7 +162,8 @@ def _money(value) -> tuple | None:
         return None
 
 
-def budget_shortfall(budgets: dict, usage: dict, estimate: dict) -> dict | None:
+def budget_shortfall(budgets: JsonObject, usage: JsonObject, estimate: JsonObject
+                     ) -> JsonObject | None:
     """The first budgeted dimension whose remaining budget (budget minus usage) cannot
     cover the estimate: `{dimension, budget, used, remaining, estimate}`, or None. A
     dimension the contract does not budget never declines."""
@@ -194,7 +200,7 @@ class Decline:
     detail: str
     dimension: str  # which of the seven checks: authorization, capability, ...
 
-    def body(self) -> dict:
+    def body(self) -> JsonObject:
         """The `work.decline_offer` body."""
         return {"reason": self.reason, "detail": self.detail[:1000]}
 
@@ -204,11 +210,12 @@ class Facts:
     """What the Worker knows when it considers one offer (or a revised contract)."""
 
     now: datetime
-    card: dict
+    card: JsonObject
     # Its roles in the item's Group; None when its membership was not read (unknown:
     # the server, which refuses a non-worker's acceptance, decides).
-    roles: frozenset | None = None
-    needs: Mapping[str, tuple] = field(default_factory=dict)  # {"tools"|"data"|...: names}
+    roles: frozenset[str] | None = None
+    # {"tools"|"data"|"operations": names} its handler uses
+    needs: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     capability_ranges: Mapping[str, str] = field(default_factory=dict)  # id -> version range
     dependencies_met: bool = True
     slots: int = 1  # its declared execution slots (the card's maxConcurrency)
@@ -219,15 +226,15 @@ class Facts:
     start_delay_seconds: float = 0.0  # its estimate of how long until a slot is free for it
     start_by: datetime | None = None
     estimate_seconds: float = 0.0  # its estimate of the item's duration
-    usage: dict = field(default_factory=dict)  # what the item has used so far
-    estimate_cost: dict = field(default_factory=dict)  # its estimate of the item's use
+    usage: JsonObject = field(default_factory=dict)  # what the item has used so far
+    estimate_cost: JsonObject = field(default_factory=dict)  # its estimate of the item's use
 
 
-def assess(contract: dict, facts: Facts) -> list:
+def assess(contract: JsonObject, facts: Facts) -> list[Decline]:
     """Every dimension that fails, as Declines, in the order of the module docstring."""
-    declines = []
+    declines: list[Decline] = []
 
-    def decline(reason, detail, dimension=None):
+    def decline(reason: str, detail: str, dimension: str | None = None) -> None:
         declines.append(Decline(reason, detail, dimension or reason))
 
     # 1. authorization eligibility
@@ -283,13 +290,13 @@ def assess(contract: dict, facts: Facts) -> list:
     return declines
 
 
-def admit(contract: dict, facts: Facts) -> Decline | None:
+def admit(contract: JsonObject, facts: Facts) -> Decline | None:
     """None to accept; else the first failing dimension's Decline."""
     declines = assess(contract, facts)
     return declines[0] if declines else None
 
 
-def _deadline(contract: dict) -> datetime | None:
+def _deadline(contract: JsonObject) -> datetime | None:
     text = contract.get("deadline")
     return parse_time(text) if text else None
 
@@ -298,7 +305,7 @@ def _iso(moment: datetime) -> str:
     return format_time(moment)
 
 
-def _amount(value) -> str:
+def _amount(value: Any) -> str:  # a JSON amount: a count or {amount, currency}
     if isinstance(value, dict):
         return f"{value.get('amount')} {value.get('currency')}"
     return "none" if value is None else str(value)
@@ -311,12 +318,12 @@ class AdmissionView:
     latest offer start window (`startWithinSeconds`) and its six-dimension usage so far
     (the totals of `ext.missionweaveprotocol.core.resource_usage_recorded`). Pure."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.applied = 0
         self.start_within: dict[str, int | None] = {}
-        self.usage: dict[str, dict] = {}
+        self.usage: dict[str, JsonObject] = {}
 
-    def apply(self, event: dict) -> None:
+    def apply(self, event: JsonObject) -> None:
         if event["sequence"] <= self.applied:
             return
         self.applied = event["sequence"]
@@ -328,7 +335,7 @@ class AdmissionView:
                 if level.get("level") == "workItem":
                     self.usage[level["id"]] = dict(level.get("usage") or {})
 
-    def load_snapshot(self, sequence: int, work_items: list) -> None:
+    def load_snapshot(self, sequence: int, work_items: list[JsonObject]) -> None:
         """From a snapshot's WorkItem documents (snake_case projections)."""
         self.start_within = {d["id"]: d.get("start_within_seconds") for d in work_items}
         self.usage = {d["id"]: dict(d.get("usage") or {}) for d in work_items}

@@ -15,12 +15,16 @@ import asyncio
 import hashlib
 import logging
 import uuid
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import httpx
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from mission_weave.protocol import canonical
+from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import format_time
 
 from .ids import uuid7
@@ -47,14 +51,15 @@ def retry_after(response: httpx.Response, longest: float = 60.0) -> float:
 def may_have_arrived(error: BaseException) -> bool:
     """Whether a request that failed with `error` (a transport failure of `Client`) may
     have reached the server, its answer lost: False only if no attempt was ever sent."""
-    return getattr(error, "request_sent", not isinstance(error, NEVER_SENT))
+    return bool(getattr(error, "request_sent", not isinstance(error, NEVER_SENT)))
 
 
 class ApiError(Exception):
     """A PROTOCOL error answer (`{"error": {code, message, details}}`), or a client-side
     check that failed with the same vocabulary (HASH_MISMATCH on a download)."""
 
-    def __init__(self, status: int, code: str, message: str, details: dict | None = None):
+    def __init__(self, status: int, code: str, message: str,
+                 details: JsonObject | None = None):
         super().__init__(f"{status} {code}: {message}")
         self.status, self.code, self.message = status, code, message
         self.details = details or {}
@@ -87,12 +92,12 @@ class Client:
         self.http = http or httpx.AsyncClient(base_url=self.base_url, timeout=timeout)
         self.token: str | None = None
         self.session_epoch: int | None = None
-        self._memberships: dict[str, dict] = {}
+        self._memberships: dict[str, JsonObject] = {}
 
     async def __aenter__(self) -> "Client":
         return self
 
-    async def __aexit__(self, *exc) -> None:
+    async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -111,12 +116,12 @@ class Client:
         return self.base_url.replace("http://", "ws://", 1).replace("https://", "wss://", 1) \
             + "/ws/v1/"
 
-    def auth_headers(self) -> dict:
+    def auth_headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.token}"} if self.token else {}
 
     # --- sessions and membership (§1) ------------------------------------------------
 
-    async def open_session(self) -> dict:
+    async def open_session(self) -> JsonObject:
         """Open a session; it supersedes the previous one (whose leases the server
         revokes) and sets the token and sessionEpoch every command carries."""
         request = self.key.sign({"agentId": self.agent_id, "keyId": self.key.key_id,
@@ -126,21 +131,21 @@ class Client:
         self._memberships.clear()
         return session
 
-    async def membership(self, group_id: str, refresh: bool = False) -> dict:
+    async def membership(self, group_id: str, refresh: bool = False) -> JsonObject:
         """`{groupId, principal, roles, membershipEpoch, agentCard}` of this Agent."""
         if refresh or group_id not in self._memberships:
             self._memberships[group_id] = await self.get(f"/api/v1/groups/{group_id}/membership")
         return self._memberships[group_id]
 
-    def known_membership(self, group_id: str) -> dict | None:
+    def known_membership(self, group_id: str) -> JsonObject | None:
         """The membership as last read (`membership()`, or re-read by `command()` on
         STALE_MEMBERSHIP), without a request; None before the first read."""
         return self._memberships.get(group_id)
 
     # --- commands (§2) ---------------------------------------------------------------
 
-    def envelope(self, group_id: str, type_: str, body: dict, membership_epoch: int,
-                 **fields) -> dict:
+    def envelope(self, group_id: str, type_: str, body: JsonObject, membership_epoch: int,
+                 **fields: Any) -> JsonObject:
         """A signed command envelope; `fields` are workItemId, ownershipEpoch, leaseId,
         expectedRevision, extensions or id (None values are left out)."""
         envelope = {"id": fields.pop("id", None) or uuid7(), "type": type_, "groupId": group_id,
@@ -150,15 +155,15 @@ class Client:
         envelope.update({k: v for k, v in fields.items() if v is not None})
         return self.key.sign(envelope)
 
-    async def send(self, group_id: str, envelope: dict) -> dict:
+    async def send(self, group_id: str, envelope: JsonObject) -> JsonObject:
         """Post one signed envelope; the one path every command takes. Retries the same
         envelope on network errors, 5xx and 429; an answer with `duplicate: true` is the
         original success. A 4xx raises ApiError (the server appended nothing)."""
         return await self._request("POST", f"/api/v1/groups/{group_id}/commands", json=envelope,
                                    retry=True)
 
-    async def command(self, group_id: str, type_: str, body: dict | None = None,
-                      **fields) -> dict:
+    async def command(self, group_id: str, type_: str, body: JsonObject | None = None,
+                      **fields: Any) -> JsonObject:
         """Build, sign and send a command. When the membership changed since it was
         read (STALE_MEMBERSHIP), re-read it and send a new command once."""
         member = await self.membership(group_id)
@@ -175,28 +180,30 @@ class Client:
 
     # --- reads and presence ----------------------------------------------------------
 
-    async def get(self, path: str, params: dict | None = None) -> dict:
+    async def get(self, path: str, params: JsonObject | None = None) -> JsonObject:
         return await self._request("GET", path, params=params, retry=True)
 
-    async def events(self, group_id: str, after: int, limit: int = 1000) -> dict:
+    async def events(self, group_id: str, after: int, limit: int = 1000) -> JsonObject:
         """`{events, headSequence}`; raises ApiError CURSOR_TOO_OLD (410) below the floor."""
         return await self.get(f"/api/v1/groups/{group_id}/events",
                               {"after": after, "limit": limit})
 
-    async def work_item(self, group_id: str, work_item_id: str) -> dict:
+    async def work_item(self, group_id: str, work_item_id: str) -> JsonObject:
         return await self.get(f"/api/v1/groups/{group_id}/work-items/{work_item_id}")
 
-    async def work_items(self, group_id: str, **filters) -> list:
-        return (await self.get(f"/api/v1/groups/{group_id}/work-items", filters))["workItems"]
+    async def work_items(self, group_id: str, **filters: Any) -> list[JsonObject]:
+        items: list[JsonObject] = (await self.get(f"/api/v1/groups/{group_id}/work-items",
+                                                  filters))["workItems"]
+        return items
 
-    async def authority_keys(self) -> dict:
+    async def authority_keys(self) -> dict[str, Ed25519PublicKey]:
         """{keyId: Ed25519PublicKey} of the Group Authority."""
         answer = await self.get("/api/v1/authority")
         return {k["keyId"]: canonical.public_key_from_b64url(k["publicKey"])
                 for k in answer["keys"]}
 
     async def presence(self, available_slots: int, status: str = "available",
-                       retry: bool = True) -> dict:
+                       retry: bool = True) -> JsonObject:
         return await self._request("POST", "/api/v1/presence", retry=retry,
                                    json={"availableSlots": available_slots, "status": status})
 
@@ -212,14 +219,17 @@ class Client:
                     digest.update(chunk)
             name = "sha256:" + digest.hexdigest()
 
-            async def body():  # a fresh stream for every attempt
+            def body() -> bytes | AsyncIterator[bytes]:  # a fresh stream for every attempt
+                return stream()
+
+            async def stream() -> AsyncIterator[bytes]:
                 with path.open("rb") as source:
                     while chunk := await asyncio.to_thread(source.read, CHUNK):
                         yield chunk
         else:
             name = blob_hash(data)
 
-            def body():
+            def body() -> bytes | AsyncIterator[bytes]:
                 return data
         await self._request("PUT", f"/api/v1/blobs/{name}", content_factory=body, retry=True,
                             headers={"Content-Type": "application/octet-stream"})
@@ -232,6 +242,7 @@ class Client:
         expected = name.removeprefix("sha256:")
         digest = hashlib.sha256()
         parts: list[bytes] = []
+        target = Path(into) if into is not None else None
         partial = Path(f"{into}.partial") if into is not None else None
         sink = partial.open("wb") if partial else None
         try:
@@ -247,20 +258,22 @@ class Client:
                 raise ApiError(422, "HASH_MISMATCH", f"the downloaded bytes are not {name}",
                                {"actual": "sha256:" + digest.hexdigest()})
         except BaseException:
-            if sink:
+            if sink and partial:
                 sink.close()
                 partial.unlink(missing_ok=True)
             raise
-        if sink:
+        if sink and partial and target:
             sink.close()
-            partial.replace(into)
-            return Path(into)
+            partial.replace(target)
+            return target
         return b"".join(parts)
 
     # --- transport ---------------------------------------------------------------------
 
-    async def _request(self, method: str, path: str, *, retry: bool, json=None, params=None,
-                       content_factory=None, headers: dict | None = None):
+    async def _request(self, method: str, path: str, *, retry: bool,
+                       json: JsonObject | None = None, params: JsonObject | None = None,
+                       content_factory: Callable[[], bytes | AsyncIterator[bytes]] | None = None,
+                       headers: dict[str, str] | None = None) -> JsonObject:
         attempts = self.retries + 1 if retry else 1
         sent = False  # whether any attempt may have reached the server
         for attempt in range(attempts):
@@ -274,12 +287,15 @@ class Client:
             except httpx.TransportError as error:
                 sent = sent or not isinstance(error, NEVER_SENT)
                 if last:
-                    error.request_sent = sent  # read by may_have_arrived()
+                    # An attribute of ours on httpx's exception, read by may_have_arrived().
+                    setattr(error, "request_sent", sent)
                     raise
                 log.info("%s %s: %s; retrying", method, path, error)
             else:
                 if response.status_code < 400:
-                    return response.json() if response.content else {}
+                    # Every answer of the API is a JSON object (or empty: 204).
+                    answer: JsonObject = response.json() if response.content else {}
+                    return answer
                 retryable = response.status_code >= 500 or response.status_code == 429
                 if not retryable or last:
                     raise ApiError.from_response(response)

@@ -25,9 +25,11 @@ import argparse
 import asyncio
 import logging
 import uuid
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
+from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import format_time
 
 from .client import ApiError, Client, utcnow
@@ -45,11 +47,12 @@ class Missions:
     """Who coordinates each Mission of the Group, folded from its events (and a
     snapshot's Mission documents). Pure."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.applied = 0
-        self.coordinators: dict[str, tuple] = {}  # mission id -> (coordinatorId, *delegates)
+        # mission id -> (coordinatorId, *delegates); the coordinator may be unknown (None)
+        self.coordinators: dict[str, tuple[str | None, ...]] = {}
 
-    def apply(self, event: dict) -> None:
+    def apply(self, event: JsonObject) -> None:
         if event["sequence"] <= self.applied:
             return
         self.applied = event["sequence"]
@@ -60,17 +63,18 @@ class Missions:
         elif event["type"] == "mission.child_created":
             # The child has its parent's coordinator and delegates; the event says so (a
             # server that did not write them into the event: the parent's, as folded).
-            parent = self.coordinators.get(event.get("missionId"), (None,))
+            parent = self.coordinators.get(event.get("missionId") or "", (None,))
             coordinator = data.get("coordinatorId") or parent[0]
             delegates = data["delegates"] if "delegates" in data else list(parent[1:])
             self._add(data.get("childMissionId"), coordinator, delegates)
 
-    def _add(self, mission_id, coordinator, delegates) -> None:
+    def _add(self, mission_id: str | None, coordinator: str | None,
+             delegates: Sequence[str | None] | None) -> None:
         if mission_id:
             self.coordinators[mission_id] = (coordinator, *(d for d in delegates or ()
                                                             if d != coordinator))
 
-    def load_snapshot(self, sequence: int, missions: list) -> None:
+    def load_snapshot(self, sequence: int, missions: list[JsonObject]) -> None:
         """From a snapshot's Mission documents (snake_case projections)."""
         self.coordinators = {}
         for doc in missions:
@@ -90,12 +94,13 @@ class Coordinator:
         self.cursor_path, self.transport, self.tick_seconds = cursor_path, transport, tick_seconds
         self.work = GroupWork(group_id)
         self.missions = Missions()
-        self.tried: dict = {}  # item id -> the sequence at which it was last acted on
-        self.waiting: dict = {}  # item id -> the last sequence our command on it appended
-        self.reviewed: dict = {}  # item id -> the submissionRevision we gave Evidence for
+        self.tried: dict[str, int] = {}  # item id -> the sequence at which it was last acted on
+        self.waiting: dict[str, int] = {}  # item id -> the last sequence our command on it appended
+        # item id -> the submissionRevision we gave Evidence for
+        self.reviewed: dict[str, int | None] = {}
         self.wake = asyncio.Event()
 
-    def apply(self, event: dict) -> None:
+    def apply(self, event: JsonObject) -> None:
         """Fold one event of the Group into the view."""
         self.work.apply(event)
         self.missions.apply(event)
@@ -108,11 +113,12 @@ class Coordinator:
         stop = stop or asyncio.Event()
         await self.client.open_session()
 
-        async def apply(event):
+        async def apply(event: JsonObject) -> None:
             self.apply(event)
             self.wake.set()
 
-        async def snapshot(group_id, document):  # the log below it is archived
+        # A snapshot: the log below it is archived.
+        async def snapshot(group_id: str, document: JsonObject) -> None:
             if document["sequence"] > self.work.applied:
                 self.work.load_snapshot(document["sequence"],
                                         document["state"].get("workItems", []))
@@ -122,7 +128,7 @@ class Coordinator:
         # The view starts from a full replay; the live inbox then keeps it current.
         await Inbox(self.client, [self.group_id], apply, CursorStore(":memory:"), snapshot,
                     transport="http").catch_up(self.group_id)
-        async def restart(group_id):  # the stored Cursor was from a reset server's log
+        async def restart(group_id: str) -> None:  # the stored Cursor was from a reset server's log
             self.work = GroupWork(group_id)
             self.missions = Missions()
             self.tried.clear()
@@ -178,7 +184,8 @@ class Coordinator:
         else:
             await self._record_evidence(item, detail, evaluation)
 
-    async def _record_evidence(self, item: Item, detail: dict, evaluation: dict) -> None:
+    async def _record_evidence(self, item: Item, detail: JsonObject,
+                               evaluation: JsonObject) -> None:
         """Reviewer Evidence for the criteria left to a reviewer, once per submission.
         The evaluation is appended again only after our Evidence arrives, so until then
         it still lists none: what counts is the review's own `reviewerEvidence` (every
@@ -194,7 +201,7 @@ class Coordinator:
                     and not c["reviewerEvidence"] and c["id"] not in cited]
         covered = [c["id"] for c in awaiting if c["submittedEvidence"]]
         missing = [c["id"] for c in awaiting if not c["submittedEvidence"]]
-        records = []
+        records: list[JsonObject] = []
         if covered:
             records.append(self._evidence(item, covered, "pass: the submission's Evidence "
                                           "covers it (demo coordinator: coverage only, "
@@ -205,15 +212,15 @@ class Coordinator:
         if records and await self._act(item, "evidence.record", {"evidence": records}):
             self.reviewed[item.id] = submission
 
-    def _evidence(self, item: Item, criteria: list, result: str, detail: dict,
-                  method: str = "demo-coordinator: Evidence coverage") -> dict:
+    def _evidence(self, item: Item, criteria: list[str], result: str, detail: JsonObject,
+                  method: str = "demo-coordinator: Evidence coverage") -> JsonObject:
         return {"id": f"ev-{uuid.uuid4().hex[:16]}", "subject": f"workItem:{item.id}",
                 "criteria": criteria, "method": method,
                 "result": result, "producer": self.client.principal,
                 "timestamp": format_time(utcnow()),
                 "artifacts": list((detail.get("submission") or {}).get("artifacts", []))}
 
-    async def _act(self, item: Item, type_: str, body: dict) -> bool:
+    async def _act(self, item: Item, type_: str, body: JsonObject) -> bool:
         self.tried[item.id] = self.work.applied
         try:
             answer = await self.client.command(self.group_id, type_, body, workItemId=item.id)
@@ -226,7 +233,7 @@ class Coordinator:
         return True
 
 
-def main(argv=None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mission_weave.sdk.coordinator")
     parser.add_argument("--key", required=True)
     parser.add_argument("--group")
@@ -237,10 +244,13 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     key = AgentKey.load(args.key)
     cursors = args.cursors or str(Path(args.key).with_suffix("")) + ".cursors.sqlite3"
-    asyncio.run(_serve(args.url, key, args.group or key.group_id, cursors, args.transport))
+    group_id = args.group or key.group_id
+    if not group_id:
+        parser.error(f"no Group to coordinate: pass --group (the key file {args.key} names none)")
+    asyncio.run(_serve(args.url, key, group_id, cursors, args.transport))
 
 
-async def _serve(url, key, group_id, cursors, transport) -> None:
+async def _serve(url: str, key: AgentKey, group_id: str, cursors: str, transport: str) -> None:
     stop = stop_on_signals()
     async with Client(url, key) as client:
         await Coordinator(client, group_id, cursors, transport=transport).run(stop)

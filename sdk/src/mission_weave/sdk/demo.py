@@ -10,6 +10,7 @@ import asyncio
 import logging
 
 from .client import ApiError
+from .handler_context import HandlerResult, WorkContext
 
 log = logging.getLogger("mission_weave.sdk.demo")
 
@@ -17,7 +18,7 @@ STEPS = ("read the contract", "gather the inputs", "write the deliverable")
 STEP_SECONDS = 0.5
 
 
-async def handle(ctx) -> dict | None:
+async def handle(ctx: WorkContext) -> HandlerResult:
     contract = ctx.contract
     for number, step in enumerate(STEPS, start=1):
         # A safe point between steps: a preemption request checkpoints here.

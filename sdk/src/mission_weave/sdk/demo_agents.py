@@ -7,6 +7,7 @@ Workers with the demo handler, started once the server answers, stopped with it.
 import argparse
 import asyncio
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 import httpx
@@ -34,13 +35,15 @@ async def wait_for_server(url: str, stop: asyncio.Event, seconds: float = 120) -
     return False
 
 
-async def run(url: str, keys: Path, group_id: str, workers: list, stop: asyncio.Event) -> None:
+async def run(url: str, keys: Path, group_id: str, workers: list[str],
+              stop: asyncio.Event) -> None:
     if not await wait_for_server(url, stop):
         log.error("the server at %s did not answer; no demo agents", url)
         return
     clients = [Client(url, AgentKey.load(keys / f"{name}.json"))
                for name in ["coordinator", *workers]]
-    agents = [Coordinator(clients[0], group_id, keys / "coordinator.cursors.sqlite3")]
+    agents: list[Coordinator | Worker] = [
+        Coordinator(clients[0], group_id, keys / "coordinator.cursors.sqlite3")]
     agents += [Worker(client, [group_id], handle, keys / f"{name}.cursors.sqlite3")
                for client, name in zip(clients[1:], workers)]
     log.info("demo agents running: coordinator, %s", ", ".join(workers))
@@ -51,7 +54,7 @@ async def run(url: str, keys: Path, group_id: str, workers: list, stop: asyncio.
             await client.aclose()
 
 
-def main(argv=None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mission_weave.sdk.demo_agents")
     parser.add_argument("--url", default="http://127.0.0.1:8000")
     parser.add_argument("--keys", default=".mw/agents", help="where mw_demo wrote the keys")
@@ -61,7 +64,7 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s demo-agents %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
-    async def serve():
+    async def serve() -> None:
         stop = stop_on_signals()
         await run(args.url, Path(args.keys), args.group, args.workers.split(","), stop)
 

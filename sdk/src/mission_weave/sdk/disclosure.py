@@ -22,11 +22,13 @@ number of past runs and shrinks with their spread.
 """
 
 import heapq
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from fractions import Fraction
 from math import ceil
 
+from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 DEFAULT_RUN_SECONDS = 600  # a run's length when there is no history at all
@@ -44,26 +46,29 @@ class Outlook:
     now: datetime
     position: int  # items of the same Group that start before it (0: next)
     group_share: Fraction  # the fraction of slot decisions the Group gets, in (0, 1]
-    slot_free_at: tuple  # when each declared slot is expected to be free (now if free)
-    durations: tuple = ()  # seconds of this Group's past runs
+    # when each declared slot is expected to be free (now if free)
+    slot_free_at: tuple[datetime, ...]
+    durations: tuple[float, ...] = ()  # seconds of this Group's past runs
     started_at: datetime | None = None  # set when the item already runs in a slot
     accepting: bool = True  # False when the Worker takes no new work (draining, offline)
 
 
-def _quantile(values, q: float) -> float:
+def _quantile(values: Iterable[float], q: float) -> float:
     ordered = sorted(values)
     index = q * (len(ordered) - 1)
     low, high = int(index), min(int(index) + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (index - low)
+    return float(ordered[low] + (ordered[high] - ordered[low]) * (index - low))
 
 
-def _run_seconds(durations) -> tuple:
+def _run_seconds(durations: Sequence[float]) -> tuple[float, float, float]:
+    """(short, typical, long) run lengths: the 10th, 50th and 90th percentiles."""
     if not durations:
         return DEFAULT_RUN_SECONDS / 2, DEFAULT_RUN_SECONDS, DEFAULT_RUN_SECONDS * 2
-    return tuple(max(1.0, _quantile(durations, q)) for q in (0.1, 0.5, 0.9))
+    short, typical, long = (max(1.0, _quantile(durations, q)) for q in (0.1, 0.5, 0.9))
+    return short, typical, long
 
 
-def _confidence(durations) -> float:
+def _confidence(durations: Sequence[float]) -> float:
     if not durations:
         return NO_HISTORY_CONFIDENCE
     short, typical, long = _run_seconds(durations)
@@ -71,7 +76,8 @@ def _confidence(durations) -> float:
     return round(samples / (1 + (long - short) / typical), 2)
 
 
-def _nth_start(slot_free_at, now: datetime, decisions_before: int, run_seconds: float):
+def _nth_start(slot_free_at: Iterable[datetime], now: datetime, decisions_before: int,
+               run_seconds: float) -> datetime:
     """When decision number `decisions_before` (0-based) gets a slot, if every run lasts
     `run_seconds` and slots are refilled as soon as they free."""
     free = [max(now, moment) for moment in slot_free_at]
@@ -81,7 +87,7 @@ def _nth_start(slot_free_at, now: datetime, decisions_before: int, run_seconds: 
     return free[0]
 
 
-def disclose(outlook: Outlook) -> dict:
+def disclose(outlook: Outlook) -> JsonObject:
     """The `schedule.disclose` body for the item (PROTOCOL §2), and nothing else."""
     now = outlook.now
     short, typical, long = _run_seconds(outlook.durations)
@@ -113,7 +119,7 @@ def _whole(moment: datetime) -> datetime:
     return moment.replace(microsecond=0)
 
 
-def is_material_change(previous: dict | None, current: dict,
+def is_material_change(previous: JsonObject | None, current: JsonObject,
                        seconds: int = MATERIAL_SECONDS) -> bool:
     """Whether `current` should be published after `previous` (None: nothing published yet).
     Material: the capacity status changed, a window edge or the completion moved by more
@@ -128,4 +134,5 @@ def is_material_change(previous: dict | None, current: dict,
              (previous["estimatedCompletion"], current["estimatedCompletion"])]
     if any(abs((parse_time(b) - parse_time(a)).total_seconds()) > seconds for a, b in moved):
         return True
-    return abs(current["confidence"] - previous["confidence"]) > MATERIAL_CONFIDENCE
+    confidence_moved: float = abs(current["confidence"] - previous["confidence"])
+    return confidence_moved > MATERIAL_CONFIDENCE

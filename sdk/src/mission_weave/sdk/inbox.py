@@ -19,25 +19,33 @@ forgets the Cursor, tells the application (`on_restart(group_id)`, to drop what 
 folded from the old log) and replays the Group from sequence 0.
 """
 
+from __future__ import annotations
+
 import asyncio
 import json
 import logging
 import sqlite3
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import httpx
 import websockets
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 from mission_weave.protocol import canonical
+from mission_weave.protocol.json_types import JsonObject
 
 from .client import ApiError, Client
 
+if TYPE_CHECKING:
+    from websockets.asyncio.client import ClientConnection
+
 log = logging.getLogger("mission_weave.sdk.inbox")
 
-EventHandler = Callable[[dict], Awaitable[None]]
-SnapshotHandler = Callable[[str, dict], Awaitable[None]]
+EventHandler = Callable[[JsonObject], Awaitable[None]]
+SnapshotHandler = Callable[[str, JsonObject], Awaitable[None]]
 RestartHandler = Callable[[str], Awaitable[None]]
 
 
@@ -53,7 +61,7 @@ class IntegrityError(Exception):
     """An event or snapshot that does not verify; the inbox stops rather than guess."""
 
 
-def event_hash_ok(event: dict) -> bool:
+def event_hash_ok(event: JsonObject) -> bool:
     return canonical.content_hash(canonical.without(event, "hash")) == event.get("hash")
 
 
@@ -105,7 +113,7 @@ class CursorStore:
         """Back to sequence 0: the stored Cursor belongs to another log."""
         self.db.execute("DELETE FROM cursors WHERE group_id = ?", (group_id,))
 
-    def _write(self, group_id, sequence, event_hash):
+    def _write(self, group_id: str, sequence: int, event_hash: str | None) -> None:
         self.db.execute("INSERT INTO cursors (group_id, sequence, hash) VALUES (?, ?, ?) "
                         "ON CONFLICT(group_id) DO UPDATE SET sequence = excluded.sequence, "
                         "hash = excluded.hash", (group_id, sequence, event_hash))
@@ -123,11 +131,11 @@ class GroupStream:
         self.group_id = group_id
         self.done = done
         self.last_hash = last_hash
-        self.pending: dict[int, dict] = {}
+        self.pending: dict[int, JsonObject] = {}
         self.seen: OrderedDict[str, None] = OrderedDict()
         self.duplicates = 0
 
-    def add(self, event: dict) -> bool:
+    def add(self, event: JsonObject) -> bool:
         """Buffer an event; False for a duplicate (or one already processed)."""
         sequence = event["sequence"]
         if event["id"] in self.seen or sequence <= self.done or sequence in self.pending:
@@ -141,7 +149,7 @@ class GroupStream:
             self.seen.popitem(last=False)
         return True
 
-    def next_ready(self) -> dict | None:
+    def next_ready(self) -> JsonObject | None:
         event = self.pending.get(self.done + 1)
         if event is not None and self.last_hash is not None \
                 and event["prevHash"] != self.last_hash:
@@ -149,7 +157,7 @@ class GroupStream:
                                  f"chain to the previous one")
         return event
 
-    def processed(self, event: dict) -> None:
+    def processed(self, event: JsonObject) -> None:
         assert event["sequence"] == self.done + 1, "processed out of order"
         del self.pending[event["sequence"]]
         self.done, self.last_hash = event["sequence"], event["hash"]
@@ -190,9 +198,9 @@ class Inbox:
         self.streams = {g: GroupStream(g, *store.get(g)) for g in groups}
         self.connected = asyncio.Event()  # set while a WebSocket subscription is live
         self.caught_up = asyncio.Event()  # set after the first catch-up of every Group
-        self._ws = None
-        self._unacked: set = set()  # Groups processed since the last ACK frame
-        self._acking: asyncio.Task | None = None
+        self._ws: ClientConnection | None = None
+        self._unacked: set[str] = set()  # Groups processed since the last ACK frame
+        self._acking: asyncio.Task[None] | None = None
         self.received = {"ws": 0, "http": 0}  # events taken in from each transport
         # Groups whose stored Cursor is checked against the log at the next catch-up: all
         # of them at start, and again after any outage (the server may have been reset).
@@ -263,11 +271,11 @@ class Inbox:
                     continue
                 await self._frame(ws, json.loads(text))
 
-    async def _subscribe(self, ws, group_id: str, after: int) -> None:
+    async def _subscribe(self, ws: ClientConnection, group_id: str, after: int) -> None:
         await ws.send(json.dumps({"op": "SUBSCRIBE", "groupId": group_id,
                                   "afterSequence": after}))
 
-    async def _frame(self, ws, frame: dict) -> None:
+    async def _frame(self, ws: ClientConnection, frame: JsonObject) -> None:
         op = frame.get("op")
         if op == "EVENT":
             event = frame["event"]
@@ -391,7 +399,8 @@ class Inbox:
                                    f"{_short(event['hash'])}, the cursor's is "
                                    f"{_short(stream.last_hash)}")
 
-    async def _start_over(self, group_id: str, head, mismatch: str) -> None:
+    async def _start_over(self, group_id: str, head: int | str, mismatch: str) -> None:
+        """`head`: the server's head sequence, or what is known of it (for the log)."""
         stream = self.streams[group_id]
         log.warning("Group %s: the stored cursor (sequence %s, in %s) does not match the "
                     "server's log, whose head is %s: %s (was the server's database reset?); "
@@ -405,7 +414,7 @@ class Inbox:
 
     # --- CURSOR_TOO_OLD ----------------------------------------------------------------
 
-    async def _recover(self, group_id: str, details: dict) -> None:
+    async def _recover(self, group_id: str, details: JsonObject) -> None:
         reference = details.get("snapshot")
         if not isinstance(reference, dict):
             raise IntegrityError(f"CURSOR_TOO_OLD for {group_id} without a snapshot reference")
@@ -420,7 +429,7 @@ class Inbox:
                  reference["sequence"])
 
 
-async def fetch_snapshot(client: Client, reference: dict) -> dict:
+async def fetch_snapshot(client: Client, reference: JsonObject) -> JsonObject:
     """The snapshot document at `reference.url`, verified: its hash is the reference's
     and its signature is the Group Authority's (GET /api/v1/authority)."""
     document = await client.get(reference["url"])
@@ -428,11 +437,13 @@ async def fetch_snapshot(client: Client, reference: dict) -> dict:
     return document
 
 
-def verify_snapshot(reference: dict, document: dict, authority_keys: dict) -> None:
+def verify_snapshot(reference: JsonObject, document: JsonObject,
+                    authority_keys: Mapping[str, Ed25519PublicKey]) -> None:
     """The document is signed by an authority key, and is the one the reference names:
     same id, Group, sequence and `hash` (the chain hash of the event at `sequence`, so
     the next event's prevHash must equal it; the inbox checks that as it resumes)."""
-    key = authority_keys.get(canonical.signature_key_id(document))
+    key_id = canonical.signature_key_id(document)
+    key = authority_keys.get(key_id) if key_id is not None else None
     if key is None or not canonical.verify(document, key):
         raise IntegrityError(f"snapshot {reference.get('id')} is not signed by the authority")
     for member in ("id", "groupId", "sequence", "hash"):

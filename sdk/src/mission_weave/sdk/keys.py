@@ -15,12 +15,14 @@ import json
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from mission_weave.protocol import canonical
+from mission_weave.protocol.json_types import JsonObject
 
 AGENT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,99}$")  # the server's rule for names
 
@@ -41,33 +43,33 @@ class AgentKey:
         """The raw 32-byte public key in base64url, as mw_register_agent takes it."""
         return canonical.public_key_b64url(self.private_key)
 
-    def sign(self, document: dict) -> dict:
+    def sign(self, document: JsonObject) -> JsonObject:
         return canonical.sign(document, self.private_key, self.key_id)
 
     @classmethod
-    def load(cls, path) -> "AgentKey":
+    def load(cls, path: str | os.PathLike[str]) -> "AgentKey":
         saved = json.loads(Path(path).read_text())
         return cls(agent_id=saved["agentId"], key_id=saved["keyId"],
                    private_key=canonical.private_key_from_b64url(saved["privateKey"]),
                    group_id=saved.get("groupId"))
 
-    def save(self, path, overwrite: bool = False) -> Path:
+    def save(self, path: str | os.PathLike[str], overwrite: bool = False) -> Path:
         """Write the key file with mode 0600; an existing file is kept unless `overwrite`."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
+        key_file = Path(path)
+        key_file.parent.mkdir(parents=True, exist_ok=True)
         text = json.dumps({"agentId": self.agent_id, "keyId": self.key_id,
                            "groupId": self.group_id,
                            "privateKey": canonical.private_key_b64url(self.private_key)},
                           indent=2) + "\n"
-        target = path.with_name(path.name + ".new") if overwrite else path
+        target = key_file.with_name(key_file.name + ".new") if overwrite else key_file
         if overwrite:
             target.unlink(missing_ok=True)
         descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(descriptor, "w") as file:
             file.write(text)
         if overwrite:
-            target.replace(path)
-        return path
+            target.replace(key_file)
+        return key_file
 
     def __repr__(self) -> str:  # never print the private key
         return f"AgentKey({self.agent_id!r}, {self.key_id!r})"
@@ -88,7 +90,7 @@ def next_steps(key: AgentKey, card: str | None = None, roles: str = "worker") ->
                       f"{key.principal} --roles {roles}"]
 
 
-def main(argv=None) -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mission_weave.sdk.keys",
                                      description="Agent key files for the MissionWeave SDK.")
     commands = parser.add_subparsers(dest="command", required=True)

@@ -21,22 +21,32 @@ in `bufferedAt` order.
 Nothing here talks to Django; worker.py wires it into the handler's context.
 """
 
+from __future__ import annotations
+
 import json
 import logging
 import time
 import types
+from collections.abc import Callable, Coroutine, Generator
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 
+from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 from .client import ApiError
 from .ids import uuid7
 from .inbox import durable_sqlite
+
+if TYPE_CHECKING:
+    from .client import Client
+
+T = TypeVar("T")
 
 log = logging.getLogger("mission_weave.sdk.offline_buffer")
 
@@ -64,13 +74,13 @@ class Usage:
     """A usage delta accumulated by `ctx.charge(...)`; `take()` hands it to one command
     and starts again from zero, so that no delta is charged twice."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.counts: dict[str, int] = {}
         self.money: tuple[Decimal, str] | None = None
 
     def add(self, tokens: int = 0, toolCalls: int = 0, sideEffects: int = 0,  # noqa: N803
             computeSeconds: int = 0, wallClockSeconds: int = 0,  # noqa: N803
-            financial: dict | None = None) -> None:
+            financial: JsonObject | None = None) -> None:
         for name, value in (("tokens", tokens), ("toolCalls", toolCalls),
                             ("sideEffects", sideEffects), ("computeSeconds", computeSeconds),
                             ("wallClockSeconds", wallClockSeconds)):
@@ -89,13 +99,13 @@ class Usage:
     def __bool__(self) -> bool:
         return bool(self.counts) or bool(self.money and self.money[0])
 
-    def peek(self) -> dict:
-        delta = dict(self.counts)
+    def peek(self) -> JsonObject:
+        delta: JsonObject = dict(self.counts)
         if self.money and self.money[0]:
             delta["financial"] = {"amount": str(self.money[0]), "currency": self.money[1]}
         return delta
 
-    def take(self) -> dict:
+    def take(self) -> JsonObject:
         delta = self.peek()
         self.counts, self.money = {}, None
         return delta
@@ -109,13 +119,14 @@ class Meter:
     gives the whole seconds since the last take; the fractions wait for the next one, so
     the deltas of a run add up to its measured total, rounded down."""
 
-    def __init__(self, wall=time.monotonic, cpu=time.thread_time):
+    def __init__(self, wall: Callable[[], float] = time.monotonic,
+                 cpu: Callable[[], float] = time.thread_time):
         self._wall, self._cpu = wall, cpu
         self.started = wall()
         self.cpu_seconds = 0.0
         self._taken = {"computeSeconds": 0, "wallClockSeconds": 0}
 
-    def take(self) -> dict:
+    def take(self) -> dict[str, int]:
         totals = {"computeSeconds": int(self.cpu_seconds),
                   "wallClockSeconds": int(self._wall() - self.started)}
         delta = {name: totals[name] - self._taken[name] for name in totals}
@@ -123,16 +134,18 @@ class Meter:
         return {name: value for name, value in delta.items() if value > 0}
 
     @types.coroutine
-    def run(self, coroutine):
+    def run(self, coroutine: Coroutine[Any, Any, T]) -> Generator[Any, Any, T]:
         """Await `coroutine`, adding the CPU time of each of its steps to `cpu_seconds`.
         What it awaits (futures, cancellation) passes through unchanged."""
-        send, error = None, None
+        send: Any = None
+        error: BaseException | None = None
         while True:
             started = self._cpu()
             try:
                 yielded = coroutine.throw(error) if error is not None else coroutine.send(send)
             except StopIteration as stop:
-                return stop.value
+                value: T = stop.value  # what the coroutine returned
+                return value
             finally:
                 self.cpu_seconds += self._cpu() - started
             try:
@@ -144,7 +157,7 @@ class Meter:
 def binding(*, agent_id: str, group_id: str, work_item_id: str, session_epoch: int,
             ownership_epoch: int, lease_id: str, disconnected_at: datetime,
             buffered_at: datetime, grace_deadline: datetime, lease_expires_at: datetime,
-            usage: dict | None = None) -> dict:
+            usage: JsonObject | None = None) -> JsonObject:
     """The binding of one buffered command: the historical values, never to change."""
     return {"critical": True, "agentId": agent_id, "groupId": group_id,
             "workItemId": work_item_id, "sessionEpoch": session_epoch,
@@ -170,10 +183,10 @@ class Buffered:
     lease_id: str
     command_id: str
     type: str
-    body: dict
-    fields: dict
-    binding: dict
-    rebased: dict | None = None
+    body: JsonObject
+    fields: JsonObject
+    binding: JsonObject
+    rebased: JsonObject | None = None
 
     @property
     def buffered_at(self) -> datetime:
@@ -202,7 +215,8 @@ class OfflineBuffer:
         path = Path(cursor_path)
         return str(path.with_name(path.stem + ".offline" + (path.suffix or ".sqlite3")))
 
-    def add(self, group_id: str, type_: str, body: dict, binding_: dict, fields: dict,
+    def add(self, group_id: str, type_: str, body: JsonObject, binding_: JsonObject,
+            fields: JsonObject,
             command_id: str | None = None) -> Buffered:
         if type_ not in BUFFERABLE:
             raise OfflineError(f"{type_} cannot be buffered offline (only "
@@ -214,13 +228,16 @@ class OfflineBuffer:
             (group_id, binding_["workItemId"], binding_["leaseId"], command_id, type_,
              json.dumps(body), json.dumps(fields), json.dumps(binding_),
              parse_time(binding_["bufferedAt"]).timestamp()))
+        if cursor.lastrowid is None:  # sqlite3 sets it after every INSERT
+            raise RuntimeError("the buffered row was given no sequence")
         return Buffered(cursor.lastrowid, group_id, binding_["workItemId"],
                         binding_["leaseId"], command_id, type_, body, fields, binding_)
 
     def pending(self, group_id: str | None = None, work_item_id: str | None = None
                 ) -> list[Buffered]:
         """Buffered commands in `bufferedAt` order (then the order they were buffered)."""
-        where, args = [], []
+        where: list[str] = []
+        args: list[str] = []
         for column, value in (("group_id", group_id), ("work_item_id", work_item_id)):
             if value is not None:
                 where.append(f"{column} = ?")
@@ -238,7 +255,8 @@ class OfflineBuffer:
                               (lease_id,)).fetchone()
         return parse_time(json.loads(row[0])["bufferedAt"]) if row else None
 
-    def add_usage(self, group_id: str, work_item_id: str, lease_id: str, delta: dict) -> bool:
+    def add_usage(self, group_id: str, work_item_id: str, lease_id: str,
+                  delta: JsonObject) -> bool:
         """Add `delta` to the binding of the first command buffered under the lease that
         was never sent (a binding the server has seen cannot change); False if none."""
         row = self.db.execute(
@@ -256,7 +274,7 @@ class OfflineBuffer:
                         (json.dumps(binding_), row[0]))
         return True
 
-    def mark_rebased(self, entry: Buffered, envelope: dict) -> None:
+    def mark_rebased(self, entry: Buffered, envelope: JsonObject) -> None:
         """Kept before it is sent: after a crash the same envelope is resent (a duplicate
         if it was decided), not a new one (which would be IDEMPOTENCY_MISMATCH)."""
         self.db.execute("UPDATE buffered SET rebased = ? WHERE seq = ?",
@@ -272,13 +290,14 @@ class OfflineBuffer:
                                (group_id, work_item_id)).rowcount
 
     def __len__(self) -> int:
-        return self.db.execute("SELECT count(*) FROM buffered").fetchone()[0]
+        count: int = self.db.execute("SELECT count(*) FROM buffered").fetchone()[0]
+        return count
 
     def close(self) -> None:
         self.db.close()
 
 
-def rebase(client, entry: Buffered, membership_epoch: int) -> dict:
+def rebase(client: Client, entry: Buffered, membership_epoch: int) -> JsonObject:
     """The envelope of `entry` under the client's current session: a new `issuedAt`,
     `sessionEpoch`, `membershipEpoch` and signature; the same id, body and binding."""
     return client.envelope(entry.group_id, entry.type, entry.body, membership_epoch,
@@ -291,12 +310,12 @@ class Reconciled:
     """What the server answered one buffered command: its answer, or the refusal."""
 
     entry: Buffered
-    answer: dict | None = None
+    answer: JsonObject | None = None
     error: ApiError | None = None
     dropped: int = 0  # further commands of the item dropped with it (OWNER_CHANGED)
 
 
-async def reconcile(client, buffer: OfflineBuffer, group_id: str | None = None
+async def reconcile(client: Client, buffer: OfflineBuffer, group_id: str | None = None
                     ) -> list[Reconciled]:
     """Send every buffered command (of `group_id`, or all), rebased, in `bufferedAt`
     order; each is removed from the buffer once the server decided it. A refusal is
@@ -305,7 +324,7 @@ async def reconcile(client, buffer: OfflineBuffer, group_id: str | None = None
     lost (sent without the binding under the same id): it is applied already, once.
     A transport error propagates with the rest kept for the next reconnection."""
     results: list[Reconciled] = []
-    dropped: set = set()
+    dropped: set[tuple[str, str]] = set()
     for entry in buffer.pending(group_id):
         if (entry.group_id, entry.work_item_id) in dropped:
             continue
@@ -344,8 +363,8 @@ async def reconcile(client, buffer: OfflineBuffer, group_id: str | None = None
     return results
 
 
-async def _rebased(client, buffer: OfflineBuffer, entry: Buffered, refresh: bool = False
-                   ) -> dict:
+async def _rebased(client: Client, buffer: OfflineBuffer, entry: Buffered,
+                   refresh: bool = False) -> JsonObject:
     member = await client.membership(entry.group_id, refresh=refresh)
     envelope = rebase(client, entry, member["membershipEpoch"])
     buffer.mark_rebased(entry, envelope)

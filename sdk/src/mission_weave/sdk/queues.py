@@ -9,9 +9,12 @@ accept. The demo coordinator reads the same view for open items whose dependenci
 met. Pure: no I/O, time is an argument.
 """
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TypedDict
 
+from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import parse_time
 
 from .scheduler import QueuedItem
@@ -19,41 +22,51 @@ from .scheduler import QueuedItem
 TERMINAL = frozenset({"verified", "cancelled"})
 
 
+class Offer(TypedDict):
+    """One agent's offer of an item, as the log says it stands."""
+
+    expiresAt: datetime  # noqa: N815 (the protocol's name)
+    status: str  # live | accepted | declined | withdrawn
+
+
 @dataclass
 class Item:
     id: str
     mission_id: str | None
-    contract: dict
+    contract: JsonObject
     contract_revision: int
     state: str = "open"
     owner: str | None = None  # agent id
     ownership_epoch: int = 0
     accepted_revision: int | None = None
-    offers: dict = field(default_factory=dict)  # agentId -> {"expiresAt", "status"}
+    offers: dict[str, Offer] = field(default_factory=dict)  # by agentId
     lease_id: str | None = None
     lease_expires_at: datetime | None = None
-    capability_token: dict | None = None
+    capability_token: JsonObject | None = None
     enqueued_at: datetime | None = None  # when it last entered `queued`
-    last_checkpoint: dict | None = None
+    last_checkpoint: JsonObject | None = None
     preemption_lease: str | None = None  # the lease a preemption was requested for
     submitted_at: datetime | None = None
     execution_approved: bool = False
 
     @property
-    def depends_on(self) -> list:
+    def depends_on(self) -> list[str]:
         return list(self.contract.get("dependencies", {}).get("workItems", []))
 
     @property
     def dependency_policy(self) -> str:
-        return self.contract.get("dependencies", {}).get("policy", "all_verified")
+        policy: str = self.contract.get("dependencies", {}).get("policy", "all_verified")
+        return policy
 
     @property
     def urgency(self) -> str:
-        return self.contract.get("urgency", "normal")
+        urgency: str = self.contract.get("urgency", "normal")
+        return urgency
 
     @property
     def business_impact(self) -> str:
-        return self.contract.get("businessImpact", "medium")
+        impact: str = self.contract.get("businessImpact", "medium")
+        return impact
 
     @property
     def deadline(self) -> datetime | None:
@@ -61,7 +74,7 @@ class Item:
         return parse_time(text) if text else None
 
     @property
-    def criteria(self) -> list:
+    def criteria(self) -> list[str]:
         return [c["id"] for c in self.contract.get("acceptanceCriteria", [])]
 
     def offer_live(self, agent_id: str, now: datetime) -> bool:
@@ -78,7 +91,7 @@ class GroupWork:
 
     # --- folding events --------------------------------------------------------------
 
-    def apply(self, event: dict) -> bool:
+    def apply(self, event: JsonObject) -> bool:
         """Fold one event in; False (and nothing changes) when already applied."""
         if event["sequence"] <= self.applied:
             return False
@@ -94,7 +107,7 @@ class GroupWork:
             mutate(item, event["data"], parse_time(event["occurredAt"]))
         return True
 
-    def load_snapshot(self, sequence: int, work_items: list) -> None:
+    def load_snapshot(self, sequence: int, work_items: list[JsonObject]) -> None:
         """Replace the view with a snapshot's WorkItems at `sequence` (the projection
         documents, snake_case, that apps/ledger/snapshots.py signs)."""
         self.items = {}
@@ -120,7 +133,8 @@ class GroupWork:
 
     # --- what the Worker and the coordinator read ------------------------------------
 
-    def owned(self, agent_id: str, states=("queued", "active")) -> list:
+    def owned(self, agent_id: str, states: Iterable[str] = ("queued", "active")
+              ) -> list[Item]:
         """The items the agent owns live in `states`: its load against maxConcurrency.
         An active item whose lease closed without leaving `active` timed out
         (`lease.expired`): it is the Coordinator's to reassign (§11.5), no longer ours,
@@ -128,7 +142,7 @@ class GroupWork:
         return [i for i in self.items.values() if i.owner == agent_id and i.state in states
                 and not (i.state == "active" and i.lease_id is None)]
 
-    def queue(self, agent_id: str, now: datetime) -> list:
+    def queue(self, agent_id: str, now: datetime) -> list[QueuedItem]:
         """The agent's queued items, as the Scheduler takes them (§11.1)."""
         return [QueuedItem(
             group_id=self.group_id, work_item_id=i.id, mission_id=i.mission_id or "",
@@ -141,7 +155,7 @@ class GroupWork:
             checkpoint_ref=(i.last_checkpoint or {}).get("stateArtifact"))
             for i in self.owned(agent_id, ("queued",))]
 
-    def live_offers(self, agent_id: str, now: datetime) -> list:
+    def live_offers(self, agent_id: str, now: datetime) -> list[Item]:
         return [i for i in self.items.values() if i.offer_live(agent_id, now)]
 
     def dependencies_met(self, item: Item) -> bool:
@@ -155,19 +169,21 @@ class GroupWork:
 
 # --- one mutator per event type ------------------------------------------------------
 
-def _contract_revised(item, data, at):
+Mutator = Callable[[Item, JsonObject, datetime], None]  # (item, event data, occurredAt)
+
+def _contract_revised(item: Item, data: JsonObject, at: datetime) -> None:
     item.contract, item.contract_revision = data["contract"], data["contractRevision"]
     item.execution_approved = False
 
 
-def _offered(item, data, at):
+def _offered(item: Item, data: JsonObject, at: datetime) -> None:
     item.state = "offered"
     item.offers = {o["agentId"]: {"expiresAt": parse_time(o["expiresAt"]), "status": "live"}
                    for o in data["offers"]}
 
 
-def _offer_status(status, key):
-    def mutate(item, data, at):
+def _offer_status(status: str, key: str) -> Mutator:
+    def mutate(item: Item, data: JsonObject, at: datetime) -> None:
         agents = data[key] if isinstance(data[key], list) else [data[key]]
         for agent in agents:
             if agent in item.offers and item.offers[agent]["status"] == "live":
@@ -175,7 +191,7 @@ def _offer_status(status, key):
     return mutate
 
 
-def _offer_accepted(item, data, at):
+def _offer_accepted(item: Item, data: JsonObject, at: datetime) -> None:
     item.state, item.owner = "queued", data["agentId"]
     item.ownership_epoch = data["ownershipEpoch"]
     item.accepted_revision = data.get("contractRevision", item.contract_revision)
@@ -184,34 +200,34 @@ def _offer_accepted(item, data, at):
         item.offers[data["agentId"]]["status"] = "accepted"
 
 
-def _contract_accepted(item, data, at):
+def _contract_accepted(item: Item, data: JsonObject, at: datetime) -> None:
     item.accepted_revision = data["contractRevision"]
 
 
-def _started(item, data, at):
+def _started(item: Item, data: JsonObject, at: datetime) -> None:
     item.state, item.lease_id = "active", data["leaseId"]
     item.lease_expires_at = parse_time(data["expiresAt"])
     item.capability_token = data.get("capabilityToken")
 
 
-def _renewed(item, data, at):
+def _renewed(item: Item, data: JsonObject, at: datetime) -> None:
     item.lease_expires_at = parse_time(data["expiresAt"])
     item.capability_token = data.get("capabilityToken") or item.capability_token
 
 
-def _lease_closed(item, data, at):
+def _lease_closed(item: Item, data: JsonObject, at: datetime) -> None:
     item.lease_id = None
     if data.get("returnTo") == "queued":
         item.state, item.enqueued_at = "queued", at
 
 
-def _checkpointed(item, data, at):
+def _checkpointed(item: Item, data: JsonObject, at: datetime) -> None:
     item.state, item.lease_id, item.enqueued_at = "queued", None, at
     item.last_checkpoint = {"progress": data.get("progress"),
                             "stateArtifact": data.get("stateArtifact")}
 
 
-def _blocked(item, data, at):
+def _blocked(item: Item, data: JsonObject, at: datetime) -> None:
     item.state, item.lease_id = "blocked", None
     # The checkpoint is a work.checkpoint body, {progress, stateArtifact?} (PROTOCOL §2);
     # an event logged by an older server holds the progress fields themselves.
@@ -223,7 +239,7 @@ def _blocked(item, data, at):
             "stateArtifact": None if flat else checkpoint.get("stateArtifact")}
 
 
-def _unblocked(item, data, at):
+def _unblocked(item: Item, data: JsonObject, at: datetime) -> None:
     item.state = data["next"]
     if data["next"] == "open":
         item.owner = None
@@ -231,31 +247,31 @@ def _unblocked(item, data, at):
         item.enqueued_at = at
 
 
-def _ownership_expired(item, data, at):
+def _ownership_expired(item: Item, data: JsonObject, at: datetime) -> None:
     item.owner = None
 
 
-def _submitted(item, data, at):
+def _submitted(item: Item, data: JsonObject, at: datetime) -> None:
     item.state, item.lease_id, item.submitted_at = "submitted", None, at
 
 
-def _ended(state):
-    def mutate(item, data, at):
+def _ended(state: str) -> Mutator:
+    def mutate(item: Item, data: JsonObject, at: datetime) -> None:
         item.state, item.lease_id = state, None
         if state != "verified":
             item.owner = None
     return mutate
 
 
-def _approved(item, data, at):
+def _approved(item: Item, data: JsonObject, at: datetime) -> None:
     item.execution_approved = True
 
 
-def _preemption(item, data, at):
+def _preemption(item: Item, data: JsonObject, at: datetime) -> None:
     item.preemption_lease = data.get("leaseId")
 
 
-_MUTATORS = {
+_MUTATORS: dict[str, Mutator] = {
     "work.contract_revised": _contract_revised,
     "work.offered": _offered,
     "work.offer_declined": _offer_status("declined", "agentId"),

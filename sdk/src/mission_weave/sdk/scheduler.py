@@ -67,15 +67,20 @@ The fairness state (`Fairness`) is advisory local memory: losing it resets every
 the same pass, which is fair. The queues themselves are rebuilt from the Group logs.
 """
 
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from fractions import Fraction
 from math import floor
 from types import MappingProxyType
+from typing import Any
 
 from mission_weave.protocol.idempotency import idempotency_key
 
 from . import disclosure
+
+Resources = Mapping[str, float]  # resource kind -> amount (needed, held or the capacity)
+GroupOrder = tuple[Fraction, int, str]  # (pass, last served, id): the least goes first
 
 URGENCY = {"low": 0, "normal": 1, "high": 2, "critical": 3}
 IMPACT = {"low": 0, "medium": 1, "high": 2, "critical": 3}
@@ -98,8 +103,8 @@ class QueuedItem:
     business_impact: str = "medium"
     deadline: datetime | None = None
     risk_gate_open: bool = True  # e.g. execution approval granted where required
-    resources: dict = field(default_factory=dict)  # kind -> amount needed while running
-    tool_budget: dict = field(default_factory=dict)  # the contract's budgets for this item
+    resources: dict[str, float] = field(default_factory=dict)  # kind -> amount while running
+    tool_budget: dict[str, Any] = field(default_factory=dict)  # the contract's budgets (JSON)
     checkpoint_ref: str | None = None  # the state artifact to resume from, if any
     expected_seconds: int | None = None  # how long a run usually takes, if known
 
@@ -128,8 +133,8 @@ class Assignment:
     work_item_id: str
     ownership_epoch: int
     started_at: datetime
-    resources: MappingProxyType
-    tool_budget: MappingProxyType
+    resources: MappingProxyType[str, float]
+    tool_budget: MappingProxyType[str, Any]  # a frozen copy of the contract's budgets
     checkpoint_ref: str | None = None
     expected_seconds: int | None = None
     lease_id: str | None = None
@@ -145,7 +150,7 @@ class Assignment:
         return f"{self.context_id}@{self.ownership_epoch}"
 
     @property
-    def key_scope(self) -> tuple:
+    def key_scope(self) -> tuple[str, str, int]:
         return (self.mission_id, self.work_item_id, self.ownership_epoch)
 
     def side_effect_key(self, operation_id: str) -> str:
@@ -153,7 +158,7 @@ class Assignment:
         return idempotency_key(self.mission_id, self.work_item_id, self.ownership_epoch,
                                operation_id)
 
-    def with_lease(self, lease_id: str, credential: str) -> "Assignment":
+    def with_lease(self, lease_id: str, credential: str | None) -> "Assignment":
         return replace(self, lease_id=lease_id, credential=credential)
 
 
@@ -161,7 +166,7 @@ class IsolationError(ValueError):
     """Two slots would share a context, checkpoint, credential or side-effect keys."""
 
 
-def _isolated_facets(assignment: Assignment) -> dict:
+def _isolated_facets(assignment: Assignment) -> dict[str, object]:
     return {"work item": (assignment.group_id, assignment.work_item_id),
             "context": assignment.context_id,
             "checkpoint": assignment.checkpoint_namespace,
@@ -175,10 +180,10 @@ class SlotTable:
     """The declared slots and what runs in each. Immutable: every change returns a new
     table, and a table in which two slots share an isolated facet cannot be built."""
 
-    slots: tuple  # ((slot_id, Assignment | None), ...)
+    slots: tuple[tuple[str, Assignment | None], ...]  # ((slot_id, its assignment), ...)
 
-    def __post_init__(self):
-        seen = {}
+    def __post_init__(self) -> None:
+        seen: dict[tuple[str, object], str] = {}
         for slot_id, assignment in self.slots:
             if assignment is None:
                 continue
@@ -195,11 +200,11 @@ class SlotTable:
             raise IsolationError("slot ids repeat")
 
     @property
-    def free(self) -> tuple:
+    def free(self) -> tuple[str, ...]:
         return tuple(slot_id for slot_id, assignment in self.slots if assignment is None)
 
     @property
-    def running(self) -> tuple:
+    def running(self) -> tuple[Assignment, ...]:
         return tuple(assignment for _, assignment in self.slots if assignment is not None)
 
     def assign(self, assignment: Assignment) -> "SlotTable":
@@ -230,17 +235,19 @@ def declare_slots(count: int, max_concurrency: int) -> SlotTable:
 class Fairness:
     """Stride-scheduling memory across decisions (advisory; see the module docstring)."""
 
-    passes: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    passes: MappingProxyType[str, Fraction] = field(
+        default_factory=lambda: MappingProxyType({}))
     virtual_time: Fraction = Fraction(0)
-    last_served: MappingProxyType = field(default_factory=lambda: MappingProxyType({}))
+    last_served: MappingProxyType[str, int] = field(
+        default_factory=lambda: MappingProxyType({}))
     decisions: int = 0
-    reservation: tuple | None = None  # (groupId, workItemId) held resources wait for
+    reservation: tuple[str, str] | None = None  # (groupId, workItemId) held resources wait for
 
 
 @dataclass(frozen=True)
 class Decision:
     slots: SlotTable
-    started: tuple  # the new Assignments, in decision order
+    started: tuple[Assignment, ...]  # the new Assignments, in decision order
     fairness: Fairness
 
 
@@ -261,36 +268,40 @@ def max_score_lead() -> float:
     return max(URGENCY.values()) + max(IMPACT.values()) + DEADLINE_BOOST_MAX
 
 
-def group_order(items, now: datetime) -> list:
+def group_order(items: Iterable[QueuedItem], now: datetime) -> list[QueuedItem]:
     """A Group's queued items in the order it would start them, recomputed from `items`."""
     return sorted(items, key=lambda i: (-score(i, now), i.enqueued_at, i.work_item_id))
 
 
 # --- across Groups --------------------------------------------------------------------------
 
-def waiting_bound(group_id: str, policies: dict, group_ids) -> int:
+def waiting_bound(group_id: str, policies: Mapping[str, GroupPolicy],
+                  group_ids: Iterable[str]) -> int:
     """N_g: the most decisions that go to other Groups while `group_id` stays eligible."""
     weight = _policy(policies, group_id).effective_weight
     return sum(floor(_policy(policies, other).effective_weight / weight) + 1
                for other in set(group_ids) if other != group_id)
 
 
-def share(group_id: str, policies: dict, group_ids) -> Fraction:
+def share(group_id: str, policies: Mapping[str, GroupPolicy],
+          group_ids: Iterable[str]) -> Fraction:
     """The long-run fraction of decisions `group_id` gets among `group_ids` (all eligible)."""
     weights = {g: _policy(policies, g).effective_weight for g in set(group_ids) | {group_id}}
     return Fraction(weights[group_id], sum(weights.values()))
 
 
-def _policy(policies: dict, group_id: str) -> GroupPolicy:
+def _policy(policies: Mapping[str, GroupPolicy], group_id: str) -> GroupPolicy:
     return policies.get(group_id, DEFAULT_POLICY)
 
 
-def _fits(needs: dict, free: dict) -> bool:
+def _fits(needs: Resources, free: Resources) -> bool:
     return all(amount <= free.get(kind, 0) for kind, amount in needs.items())
 
 
-def _reserve(current, waiting: dict, contenders: dict, free: dict, capacity: dict,
-             now: datetime, order) -> tuple:
+def _reserve(current: tuple[str, str] | None, waiting: Mapping[str, Sequence[QueuedItem]],
+             contenders: Mapping[str, list[QueuedItem]], free: Resources,
+             capacity: Resources, now: datetime, order: Callable[[str], GroupOrder]
+             ) -> tuple[tuple[str, str] | None, QueuedItem | None]:
     """(reservation, the reserved item or None). A reservation lasts while its item is
     queued with its gate open; a new one is made when the fairest contender's next item
     waits only for resources (it fits the declared capacity, not what is free now)."""
@@ -307,11 +318,12 @@ def _reserve(current, waiting: dict, contenders: dict, free: dict, capacity: dic
     return None, None
 
 
-def _startable(contenders: dict, free: dict, reserved) -> dict:
+def _startable(contenders: Mapping[str, list[QueuedItem]], free: Resources,
+               reserved: QueuedItem | None) -> dict[str, list[QueuedItem]]:
     """{group: items it may start now}: they fit, and none takes a kind the reserved
     item waits for (only the reserved item itself may)."""
     kinds = _kinds(reserved) if reserved is not None else set()
-    options = {}
+    options: dict[str, list[QueuedItem]] = {}
     for group, items in contenders.items():
         fitting = [i for i in items if _fits(i.resources, free)
                    and (i is reserved or not _kinds(i) & kinds)]
@@ -320,7 +332,7 @@ def _startable(contenders: dict, free: dict, reserved) -> dict:
     return options
 
 
-def _free_resources(capacity: dict, running) -> dict:
+def _free_resources(capacity: Resources, running: Iterable[Assignment]) -> dict[str, float]:
     free = dict(capacity)
     for assignment in running:
         for kind, amount in assignment.resources.items():
@@ -328,15 +340,17 @@ def _free_resources(capacity: dict, running) -> dict:
     return free
 
 
-def _kinds(item: QueuedItem) -> set:
+def _kinds(item: QueuedItem) -> set[str]:
     return {kind for kind, amount in item.resources.items() if amount > 0}
 
 
-def _order_key(passes: dict, last_served: dict):
+def _order_key(passes: Mapping[str, Fraction], last_served: Mapping[str, int]
+               ) -> Callable[[str], GroupOrder]:
     return lambda g: (passes[g], last_served.get(g, -1), g)
 
 
-def schedule(slots: SlotTable, queues: dict, policies: dict, resources: dict, now: datetime,
+def schedule(slots: SlotTable, queues: Mapping[str, Sequence[QueuedItem]],
+             policies: Mapping[str, GroupPolicy], resources: Resources, now: datetime,
              fairness: Fairness = Fairness(), limit: int | None = None) -> Decision:
     """Fill the free slots from the per-Group `queues` ({groupId: [QueuedItem]}).
 
@@ -350,15 +364,15 @@ def schedule(slots: SlotTable, queues: dict, policies: dict, resources: dict, no
     passes, last_served = dict(fairness.passes), dict(fairness.last_served)
     virtual_time, decisions = fairness.virtual_time, fairness.decisions
     reservation = fairness.reservation
-    started = []
+    started: list[Assignment] = []
     for slot_id in slots.free[:limit]:
         running = slots.running
         free = _free_resources(resources, running)
-        held = {}
+        held: dict[str, int] = {}
         for assignment in running:
             held[assignment.group_id] = held.get(assignment.group_id, 0) + 1
         # Contenders: gate-open work, below quota. Resources decide among them below.
-        contenders = {}
+        contenders: dict[str, list[QueuedItem]] = {}
         for group, items in waiting.items():
             quota = _policy(policies, group).quota
             gated_open = [i for i in items if i.risk_gate_open]
@@ -397,7 +411,7 @@ def schedule(slots: SlotTable, queues: dict, policies: dict, resources: dict, no
                                                     reservation))
 
 
-def _frozen_copy(value):
+def _frozen_copy(value: Any) -> Any:  # a JSON value, copied read-only
     """A deep copy no other slot can reach or change."""
     if isinstance(value, dict):
         return MappingProxyType({k: _frozen_copy(v) for k, v in value.items()})
@@ -411,8 +425,10 @@ def available_slots(slots: SlotTable) -> int:
     return len(slots.free)
 
 
-def outlook(group_id: str, work_item_id: str, slots: SlotTable, queues: dict, policies: dict,
-            now: datetime, durations=(), accepting: bool = True) -> disclosure.Outlook:
+def outlook(group_id: str, work_item_id: str, slots: SlotTable,
+            queues: Mapping[str, Sequence[QueuedItem]], policies: Mapping[str, GroupPolicy],
+            now: datetime, durations: Iterable[float] = (),
+            accepting: bool = True) -> disclosure.Outlook:
     """The §11.2 facts about one item, reduced to what its own Group may know: its place
     in its Group's order, its Group's share (a number), the slots' free times and this
     Group's run durations. Other Groups enter only through those numbers."""

@@ -4,7 +4,7 @@ arrives, and at the latest every few seconds."""
 import asyncio
 import logging
 import signal
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable
 
 import httpx
 
@@ -14,7 +14,8 @@ log = logging.getLogger("mission_weave.sdk.ticks")
 
 
 async def tick_until_stopped(tick: Callable[[], Awaitable[None]], wake: asyncio.Event,
-                             stop: asyncio.Event, seconds: float, watched: list) -> None:
+                             stop: asyncio.Event, seconds: float,
+                             watched: list[asyncio.Task[Any]]) -> None:
     """Call `tick()` whenever `wake` is set, and at least every `seconds`, until `stop`
     is set. A failed request is logged and tried again on the next tick; if one of the
     `watched` background tasks failed, its exception ends the loop."""
@@ -29,8 +30,9 @@ async def tick_until_stopped(tick: Callable[[], Awaitable[None]], wake: asyncio.
         except asyncio.TimeoutError:
             pass
         for task in watched:
-            if task.done() and task.exception():
-                raise task.exception()
+            failure = task.exception() if task.done() else None
+            if failure:
+                raise failure
 
 
 def stop_on_signals() -> asyncio.Event:
