@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 # (exported ones, else this machine's services, else private ones; see the script).
 SERVICES := eval "$$(PYTHON=$(PY) scripts/services.sh)"
 
-.PHONY: venv run reset test test-core bench lint check-deploy
+.PHONY: venv run reset test test-core bench lint typecheck check-deploy
 
 venv: $(STAMP)
 
@@ -64,6 +64,12 @@ bench: venv
 
 lint: venv
 	$(VENV)/bin/ruff check .
+
+# Strict on what other code is written against (the pure core, the protocol, the SDK),
+# then the whole tree with mypy's defaults (Django and friends ship no types: Any).
+typecheck: venv
+	$(VENV)/bin/mypy --strict -p mission_weave.core -p mission_weave.protocol -p mission_weave.sdk
+	$(VENV)/bin/mypy apps mission_weave
 
 # Throwaway secrets: only to run the checks, never used for anything else.
 check-deploy: venv
