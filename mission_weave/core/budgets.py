@@ -13,16 +13,20 @@ here: usage in another currency than a level's budget cannot be compared, so it 
 refused as well.
 """
 
+from collections.abc import Sequence
 from decimal import Decimal
+from typing import Any
 
 from mission_weave.protocol.errors import ProtocolError
+
+from .json_types import JsonObject
 
 FINANCIAL = "financial"
 COUNTS = ("tokens", "toolCalls", "computeSeconds", "wallClockSeconds", "sideEffects")
 DIMENSIONS = (FINANCIAL, *COUNTS)
 
 
-def add(usage: dict, delta: dict) -> dict:
+def add(usage: JsonObject, delta: JsonObject) -> JsonObject:
     """The totals after `delta` (both six-dimension documents; absent means zero)."""
     total = dict(usage)
     for name in COUNTS:
@@ -42,13 +46,13 @@ def add(usage: dict, delta: dict) -> dict:
     return total
 
 
-def is_zero(delta: dict) -> bool:
+def is_zero(delta: JsonObject) -> bool:
     money = delta.get(FINANCIAL)
     return not any(delta.get(name) for name in COUNTS) and \
         not (money and Decimal(money["amount"]))
 
 
-def over(budgets: dict, usage: dict) -> tuple | None:
+def over(budgets: JsonObject, usage: JsonObject) -> tuple[str, Any, Any] | None:
     """The first dimension whose usage exceeds its budget: (dimension, budget, usage)."""
     for name in COUNTS:
         if name in budgets and usage.get(name, 0) > budgets[name]:
@@ -60,10 +64,14 @@ def over(budgets: dict, usage: dict) -> tuple | None:
     return None
 
 
-def charge(ancestry: list, delta: dict) -> list:
+# A level of the budget ancestry: (kind, id, budgets, usage); charged: (kind, id, new usage).
+Level = tuple[str, str, JsonObject, JsonObject]
+
+
+def charge(ancestry: Sequence[Level], delta: JsonObject) -> list[tuple[str, str, JsonObject]]:
     """`ancestry` is [(kind, id, budgets, usage), ...] from the WorkItem up to the root
     Mission. Answers [(kind, id, new usage), ...] or raises BUDGET_EXCEEDED."""
-    charged = []
+    charged: list[tuple[str, str, JsonObject]] = []
     for kind, level_id, budgets, usage in ancestry:
         total = add(usage, delta)
         overflow = over(budgets, total)

@@ -1,19 +1,24 @@
 """Event documents and the hash chain (PROTOCOL §3). Pure: no Django."""
 
+from collections.abc import Iterable
+
 from mission_weave.protocol.canonical import ZERO_HASH, canonical, content_hash, sha256_hex
+
+from .json_types import JsonObject
 
 GENESIS_HASH = ZERO_HASH
 
 
-def seal(document: dict) -> dict:
+def seal(document: JsonObject) -> JsonObject:
     """The event document with its `hash`: sha256 of the canonical form without `hash`."""
     body = {key: value for key, value in document.items() if key != "hash"}
     return {**body, "hash": content_hash(body)}
 
 
-def check_chain(documents, start_hash: str = GENESIS_HASH, start_sequence: int = 1) -> list:
+def check_chain(documents: Iterable[JsonObject], start_hash: str = GENESIS_HASH,
+                start_sequence: int = 1) -> list[str]:
     """Problems found walking `documents` in order: gaps, broken links, wrong hashes."""
-    problems = []
+    problems: list[str] = []
     expected_prev, expected_sequence = start_hash, start_sequence
     for document in documents:
         sequence = document["sequence"]
@@ -42,9 +47,10 @@ class Template:
     a string join and one sha256 instead of a canonical serialization. The marks are
     found in what `canonical` itself wrote, so the bytes hashed are its bytes."""
 
-    def __init__(self, document: dict):
+    def __init__(self, document: JsonObject):
         text = canonical({**document, **_MARKS}).decode()
-        self.pieces, rest = [], text
+        self.pieces: list[str] = []
+        rest = text
         for mark in _WRITTEN:  # RFC 8785 orders members by name: the marks come in order
             if text.count(mark) != 1:
                 raise ValueError(f"cannot template an event whose content holds {mark!r}")
@@ -53,7 +59,7 @@ class Template:
         self.pieces.append(rest)
         self.document = document
 
-    def seal(self, command_id: str, event_id: str, prev_hash: str, sequence: int) -> dict:
+    def seal(self, command_id: str, event_id: str, prev_hash: str, sequence: int) -> JsonObject:
         """The complete document with its `hash`, equal to `seal` of the same members.
         Ids and hashes are ASCII without escapes (prefix_hex, sha256:hex)."""
         p = self.pieces

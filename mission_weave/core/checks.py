@@ -26,6 +26,8 @@ from jsonschema.exceptions import SchemaError
 
 from mission_weave.protocol.whole import whole_number
 
+from .json_types import JsonObject
+
 PREFIX = "check:"
 NAME = re.compile(r"^[a-z][a-z0-9-]{0,49}$")
 PASS, FAIL = "pass", "fail"
@@ -62,7 +64,7 @@ def parse(method: str | None) -> tuple[str, str | None] | None:
     return name, (argument or None)
 
 
-def problem(method: str, contract: dict) -> str | None:
+def problem(method: str, contract: JsonObject) -> str | None:
     """Why a `check:` method cannot run against this contract (unknown name, missing or
     bad argument), or None. Checked when the contract is authorized or revised."""
     parsed = parse(method)
@@ -74,7 +76,7 @@ def problem(method: str, contract: dict) -> str | None:
     return REGISTRY[name].argument_problem(argument, contract)
 
 
-def run(method: str, artifacts: list, contract: dict) -> Outcome:
+def run(method: str, artifacts: list, contract: JsonObject) -> Outcome:
     """Run the named check over the artifacts' facts."""
     trouble = problem(method, contract)
     if trouble is not None:
@@ -92,7 +94,7 @@ def schema_problem(schema) -> str | None:
     return None
 
 
-def validate(schema: dict, document) -> str | None:
+def validate(schema: JsonObject, document) -> str | None:
     """The first violation of `schema` by `document`, as a sentence, or None. Interpreted
     (jsonschema), never compiled to code: the schema comes from a client. Remote `$ref`s
     are not fetched; they fail the validation."""
@@ -174,7 +176,7 @@ def _json(argument, artifacts, contract):
     return _verdict(_failures(artifacts, _unreadable), "every artifact is JSON")
 
 
-def _schemas(contract: dict) -> dict:
+def _schemas(contract: JsonObject) -> JsonObject:
     return {d["id"]: d["schema"] for d in contract.get("deliverables", []) if "schema" in d}
 
 

@@ -35,6 +35,7 @@ from mission_weave.protocol.timefmt import format_time
 from . import fencing, ranking, retries, state
 from .commands import base
 from .evolve import evolve
+from .json_types import JsonObject
 from .state import ACTIVE, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
 
 # The rules an offer made by automatic dispatch records, besides its trigger.
@@ -178,7 +179,7 @@ def _timeout_failure(item: WorkItem, attempt: int, trigger: str, outcome, now) -
         "exhausted": outcome.exhausted, "exhaustedBy": outcome.exhausted_by})
 
 
-def _offered(item: WorkItem, chosen: str, pending: list, skipped: list, rules, how: dict,
+def _offered(item: WorkItem, chosen: str, pending: list, skipped: list, rules, how: JsonObject,
              context) -> base.Draft:
     ttl = context.policy.presence_ttl_seconds
     expires_at = base.after(context.now, context.policy.auto_offer_seconds)

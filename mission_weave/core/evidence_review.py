@@ -34,6 +34,7 @@ import re
 
 from . import checks
 from .checks import FAIL, NOT_READ, PASS
+from .json_types import JsonObject
 
 PENDING = "pending"
 DELIVERABLE_SUBJECT = "deliverable:"
@@ -62,19 +63,19 @@ def _unique(hashes) -> list:
     return list(dict.fromkeys(hashes))
 
 
-def artifact_hashes(submission: dict) -> list:
+def artifact_hashes(submission: JsonObject) -> list:
     """Every artifact the submission cites: its `artifacts` and those of its Evidence."""
     return _unique([*submission.get("artifacts", []),
                     *(h for e in submission.get("evidence", []) for h in e.get("artifacts", []))])
 
 
-def is_deliverable_evidence(record: dict) -> bool:
+def is_deliverable_evidence(record: JsonObject) -> bool:
     """Evidence whose subject is a deliverable (`deliverable:<id>`): its artifacts are
     offered as that deliverable."""
     return record.get("subject", "").startswith(DELIVERABLE_SUBJECT)
 
 
-def deliverable_artifacts(contract: dict, submission: dict) -> dict:
+def deliverable_artifacts(contract: JsonObject, submission: JsonObject) -> JsonObject:
     """deliverable id -> the artifact hashes that deliver it: those of the Evidence with
     its subject, or, for the only deliverable, the submission's `artifacts`. Artifacts
     cited only by other Evidence (an input, a test log) deliver nothing."""
@@ -90,18 +91,18 @@ def deliverable_artifacts(contract: dict, submission: dict) -> dict:
             for d in deliverables}
 
 
-def criterion_artifacts(submission: dict, criterion_id: str) -> list:
+def criterion_artifacts(submission: JsonObject, criterion_id: str) -> list:
     cited = [h for e in submission.get("evidence", []) if criterion_id in e.get("criteria", [])
              for h in e.get("artifacts", [])]
     return _unique(cited) or list(submission.get("artifacts", []))
 
 
-def check_method(criterion: dict) -> str | None:
+def check_method(criterion: JsonObject) -> str | None:
     method = criterion.get("method")
     return method if checks.parse(method) is not None else None
 
 
-def content_needed(contract: dict, submission: dict) -> set:
+def content_needed(contract: JsonObject, submission: JsonObject) -> set:
     """The hashes whose content the shell must read and parse as JSON."""
     needed = set()
     for deliverable_id, hashes in deliverable_artifacts(contract, submission).items():
@@ -132,7 +133,7 @@ def _integrity_problem(facts: checks.ArtifactFacts) -> str | None:
     return None
 
 
-def integrity(contract: dict, submission: dict, facts: dict) -> dict:
+def integrity(contract: JsonObject, submission: JsonObject, facts: JsonObject) -> JsonObject:
     """The outcome of step 1 from the facts (hash -> ArtifactFacts) of every cited artifact."""
     artifacts = []
     for name in artifact_hashes(submission):
@@ -155,7 +156,7 @@ def integrity(contract: dict, submission: dict, facts: dict) -> dict:
             "deliverables": deliverables}
 
 
-def _delivery_outcome(deliverable: dict, hashes: list, facts: dict) -> dict:
+def _delivery_outcome(deliverable: JsonObject, hashes: list, facts: JsonObject) -> JsonObject:
     """A deliverable is delivered by artifacts with a published manifest in this Group
     (§13.1), of the media type the contract asks for."""
     if not hashes:
@@ -173,7 +174,7 @@ def _delivery_outcome(deliverable: dict, hashes: list, facts: dict) -> dict:
     return {"result": PASS, "detail": f"{len(hashes)} published artifact(s)"}
 
 
-def _schema_outcome(deliverable: dict, hashes: list, facts: dict) -> dict:
+def _schema_outcome(deliverable: JsonObject, hashes: list, facts: JsonObject) -> JsonObject:
     broken = checks.schema_problem(deliverable["schema"])
     if broken is not None:
         return {"result": FAIL, "detail": broken}
@@ -197,7 +198,7 @@ def _schema_outcome(deliverable: dict, hashes: list, facts: dict) -> dict:
 
 # --- step 2: deterministic checks ----------------------------------------------------------
 
-def run_checks(contract: dict, submission: dict, facts: dict) -> dict:
+def run_checks(contract: JsonObject, submission: JsonObject, facts: JsonObject) -> JsonObject:
     """The outcome of step 2: every criterion that names a check, run."""
     results = []
     for criterion in contract["acceptanceCriteria"]:
@@ -214,7 +215,7 @@ def run_checks(contract: dict, submission: dict, facts: dict) -> dict:
 
 # --- step 3: the request for reviewer Evidence --------------------------------------------
 
-def evidence_request(contract: dict) -> dict:
+def evidence_request(contract: JsonObject) -> JsonObject:
     """The outcome of step 3: which criteria await reviewer Evidence, and how to give it."""
     waiting = [c["id"] for c in contract["acceptanceCriteria"] if check_method(c) is None]
     return {"criteria": waiting, "roles": ["reviewer", "coordinator"] if waiting else [],
@@ -223,7 +224,7 @@ def evidence_request(contract: dict) -> dict:
 
 # --- step 4: the combined evaluation ----------------------------------------------------------
 
-def evaluate(contract: dict, submission: dict, review: dict) -> dict:
+def evaluate(contract: JsonObject, submission: JsonObject, review: JsonObject) -> JsonObject:
     """The combined evaluation of the submission from what the review holds so far."""
     checked = {c["criterionId"]: c for c in (review.get("checks") or {}).get("checks", [])}
     integrity_step = review.get("integrity")
@@ -267,7 +268,7 @@ def evaluate(contract: dict, submission: dict, review: dict) -> dict:
 ORDER = (INTEGRITY_CHECKED, CHECKS_COMPLETED, EVIDENCE_REQUESTED, EVALUATED)
 
 
-def next_step(review: dict) -> str | None:
+def next_step(review: JsonObject) -> str | None:
     """The first step the review still lacks, or EVALUATED when reviewer Evidence arrived
     after the latest evaluation; None when it is up to date (what `resume` looks at)."""
     for event_type in ORDER[:-1]:

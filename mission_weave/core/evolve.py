@@ -3,11 +3,14 @@ function per event type. The live tables hold exactly what `evolve` produces, an
 `mw_verify` replays the log through the same functions.
 No Django here, no clock: an event's own time is the only time used."""
 
+from collections.abc import Callable, Collection
 from datetime import datetime
+from typing import Any
 
 from mission_weave.core import records as artifact_records
 from mission_weave.protocol.timefmt import format_time, parse_time
 
+from .json_types import JsonObject
 from .state import (
     ACTIVE,
     BLOCKED,
@@ -31,6 +34,9 @@ from .state import (
     replace,
 )
 
+# How one event type changes the view: in place, from the event and its data.
+Mutator = Callable[[View, Event, JsonObject], None]
+
 
 def evolve(view: View, event: Event) -> View:
     """Apply one event to the view in place and return it."""
@@ -40,22 +46,22 @@ def evolve(view: View, event: Event) -> View:
     if "offline" in event.data:  # a command buffered offline and reconciled (§11.5)
         _reconciled(view, event, event.data["offline"])
     if event.work_item_id in view.items:
-        _revoke_tokens_without_lease(view, event.work_item_id)
-        item = view.items[event.work_item_id]
+        _revoke_tokens_without_lease(view, event.known_item_id)
+        item = view.items[event.known_item_id]
         view.items[item.id] = replace(item, revision=item.revision + 1,
                                       updated_at=event.occurred_at)
     elif event.mission_id in view.missions:
-        mission = view.missions[event.mission_id]
+        mission = view.missions[event.known_mission_id]
         view.missions[mission.id] = replace(mission, revision=mission.revision + 1,
                                             updated_at=event.occurred_at)
     return view
 
 
-def _update_item(view: View, item_id: str, **changes):
+def _update_item(view: View, item_id: str, **changes: Any) -> None:
     view.items[item_id] = replace(view.items[item_id], **changes)
 
 
-def _mission_created(view, event, data):
+def _mission_created(view: View, event: Event, data: JsonObject) -> None:
     mission = Mission(
         id=data["missionId"], title=data["title"], owner_id=data["ownerId"],
         coordinator_id=data["coordinatorId"], delegates=tuple(data.get("delegates", ())),
@@ -67,47 +73,47 @@ def _mission_created(view, event, data):
     view.missions[mission.id] = mission
 
 
-def _child_created(view, event, data):
+def _child_created(view: View, event: Event, data: JsonObject) -> None:
     _mission_created(view, event, {**data, "missionId": data["childMissionId"],
                                    "parentWorkItemId": event.work_item_id,
                                    "parentMissionId": event.mission_id})
     child = view.missions[data["childMissionId"]]
     view.missions[child.id] = replace(child, revision=1, updated_at=event.occurred_at)
-    _update_item(view, event.work_item_id, state=BLOCKED, owner=None, start_by=None,
+    _update_item(view, event.known_item_id, state=BLOCKED, owner=None, start_by=None,
                  child_mission_id=data["childMissionId"],
                  child_failure_policy=data["childFailurePolicy"],
                  required_resolution=f"child Mission {data['childMissionId']} must finish")
 
 
-def _mission_ended(state):
-    def mutate(view, event, data):
-        mission = view.missions[event.mission_id]
+def _mission_ended(state: str) -> Mutator:
+    def mutate(view: View, event: Event, data: JsonObject) -> None:
+        mission = view.missions[event.known_mission_id]
         view.missions[mission.id] = replace(mission, state=state)
     return mutate
 
 
-def _child_mission_failed(view, event, data):
-    _update_item(view, event.work_item_id, child_mission_id=None,
+def _child_mission_failed(view: View, event: Event, data: JsonObject) -> None:
+    _update_item(view, event.known_item_id, child_mission_id=None,
                  required_resolution=f"child Mission {data['childMissionId']} failed")
 
 
-def _proposed(view, event, data):
+def _proposed(view: View, event: Event, data: JsonObject) -> None:
     view.proposals[data["proposalId"]] = Proposal(
-        id=data["proposalId"], mission_id=event.mission_id, contract=data["contract"],
+        id=data["proposalId"], mission_id=event.known_mission_id, contract=data["contract"],
         proposer=data["proposer"], created_at=event.occurred_at)
 
 
-def _authorized(view, event, data):
+def _authorized(view: View, event: Event, data: JsonObject) -> None:
     contract = data["contract"]
     deps = contract.get("dependencies", {})
     item = WorkItem(
-        id=data["workItemId"], mission_id=event.mission_id, contract=contract,
+        id=data["workItemId"], mission_id=event.known_mission_id, contract=contract,
         contract_revision=contract["revision"], proposal_id=data.get("proposalId"),
         depends_on=tuple(deps.get("workItems", ())),
         dependency_policy=deps.get("policy", "all_verified"),
         revision=0, created_at=event.occurred_at)
     view.items[item.id] = item
-    mission = view.missions[event.mission_id]
+    mission = view.missions[event.known_mission_id]
     view.missions[mission.id] = replace(mission, work_items=mission.work_items + (item.id,),
                                         approval_refusal=None)
     if item.proposal_id in view.proposals:
@@ -115,49 +121,50 @@ def _authorized(view, event, data):
             view.proposals[item.proposal_id], status="authorized", work_item_id=item.id)
 
 
-def _contract_revised(view, event, data):
+def _contract_revised(view: View, event: Event, data: JsonObject) -> None:
     contract = data["contract"]
     deps = contract.get("dependencies", {})
-    _update_item(view, event.work_item_id, contract=contract,
+    _update_item(view, event.known_item_id, contract=contract,
                  contract_revision=contract["revision"], execution_approved=False,
                  retry_exhausted=None,
                  depends_on=tuple(deps.get("workItems", ())),
                  dependency_policy=deps.get("policy", "all_verified"), open_ambiguities=(),
                  execution_refusal=None)
-    mission = view.missions[event.mission_id]
+    mission = view.missions[event.known_mission_id]
     if mission.approval_refusal is not None:
         view.missions[mission.id] = replace(mission, approval_refusal=None)
 
 
-def _offered(view, event, data):
+def _offered(view: View, event: Event, data: JsonObject) -> None:
     offers = tuple(
         Offer(agent_id=o["agentId"], expires_at=parse_time(o["expiresAt"]), rank=o["rank"],
               selection_basis=o["selectionBasis"])
         for o in data["offers"])
-    _update_item(view, event.work_item_id, state=OFFERED, offers=offers, offer_mode=data["mode"],
+    _update_item(view, event.known_item_id, state=OFFERED, offers=offers, offer_mode=data["mode"],
                  offer_queue=tuple(data.get("pendingCandidates", ())),
                  start_within_seconds=data.get("startWithinSeconds"))
 
 
-def _set_offer_status(item: WorkItem, agent_ids, status: str, **extra) -> tuple:
+def _set_offer_status(item: WorkItem, agent_ids: Collection[str], status: str,
+                      **extra: Any) -> tuple[Offer, ...]:
     return tuple(replace(o, status=status, **extra)
                  if o.agent_id in agent_ids and o.status == "live" else o for o in item.offers)
 
 
-def _offer_declined(view, event, data):
-    item = view.items[event.work_item_id]
+def _offer_declined(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     decline = {"reason": data["reason"], "detail": data.get("detail")}
     _update_item(view, item.id, offers=_set_offer_status(item, {data["agentId"]}, "declined",
                                                           decline=decline))
 
 
-def _offer_withdrawn(view, event, data):
-    item = view.items[event.work_item_id]
+def _offer_withdrawn(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     _update_item(view, item.id, offers=_set_offer_status(item, set(data["agentIds"]), "withdrawn"))
 
 
-def _offer_accepted(view, event, data):
-    item = view.items[event.work_item_id]
+def _offer_accepted(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     _update_item(view, item.id, state=QUEUED, owner=data["agentId"], last_owner=data["agentId"],
                  ownership_epoch=data["ownershipEpoch"], start_by=parse_time(data["startBy"]),
                  accepted_revision=data["contractRevision"],
@@ -165,29 +172,29 @@ def _offer_accepted(view, event, data):
                  schedule_disclosure=None)  # a new owner has a schedule of its own
 
 
-def _contract_accepted(view, event, data):
-    _update_item(view, event.work_item_id, accepted_revision=data["contractRevision"])
+def _contract_accepted(view: View, event: Event, data: JsonObject) -> None:
+    _update_item(view, event.known_item_id, accepted_revision=data["contractRevision"])
 
 
-def _execution_granted(view, event, data):
-    _update_item(view, event.work_item_id, execution_approved=True, execution_refusal=None)
+def _execution_granted(view: View, event: Event, data: JsonObject) -> None:
+    _update_item(view, event.known_item_id, execution_approved=True, execution_refusal=None)
 
 
-def _execution_refused(view, event, data):
-    _update_item(view, event.work_item_id, execution_refusal={
+def _execution_refused(view: View, event: Event, data: JsonObject) -> None:
+    _update_item(view, event.known_item_id, execution_refusal={
         "by": data["by"], "reason": data["reason"],
         "contractRevision": data["contractRevision"], "at": format_time(event.occurred_at)})
 
 
-def _approval_refused(view, event, data):
-    mission = view.missions[event.mission_id]
+def _approval_refused(view: View, event: Event, data: JsonObject) -> None:
+    mission = view.missions[event.known_mission_id]
     view.missions[mission.id] = replace(mission, approval_refusal={
         "by": data["by"], "reason": data["reason"], "workItems": data["workItems"],
         "at": format_time(event.occurred_at)})
 
 
-def _started(view, event, data):
-    item = view.items[event.work_item_id]
+def _started(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     lease = Lease(id=data["leaseId"], agent_id=data["agentId"], session_epoch=data["sessionEpoch"],
                   ownership_epoch=data["ownershipEpoch"], started_at=event.occurred_at,
                   expires_at=parse_time(data["expiresAt"]))
@@ -196,18 +203,19 @@ def _started(view, event, data):
                  capability_tokens=_issue_token((), data.get("capabilityToken"), event))
 
 
-def _lease_renewed(view, event, data):
-    item = view.items[event.work_item_id]
-    lease = item.lease
+def _lease_renewed(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
+    lease = _lease_of(item)
     expires_at = parse_time(data["expiresAt"])
-    _update_item(view, event.work_item_id, lease=replace(
+    _update_item(view, event.known_item_id, lease=replace(
         lease, expires_at=expires_at, renewals=lease.renewals + ((event.occurred_at, expires_at),)),
         capability_tokens=_issue_token(item.capability_tokens, data.get("capabilityToken"), event))
 
 
 # --- capability tokens (§11.3); the rules are in capabilities.py ---------------------------
 
-def _issue_token(tokens: tuple, token: dict | None, event: Event, revoke=()) -> tuple:
+def _issue_token(tokens: tuple[JsonObject, ...], token: JsonObject | None, event: Event,
+                 revoke: Collection[str] = ()) -> tuple[JsonObject, ...]:
     """`tokens` with `revoke` revoked and `token` added; tokens already expired at the
     event's time are dropped, since they can never be active again."""
     kept = tuple({**t, "revoked": True} if t["id"] in revoke else t for t in tokens
@@ -215,13 +223,13 @@ def _issue_token(tokens: tuple, token: dict | None, event: Event, revoke=()) -> 
     return kept + (({**token, "revoked": False},) if token else ())
 
 
-def _token_reissued(view, event, data):
-    item = view.items[event.work_item_id]
+def _token_reissued(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     _update_item(view, item.id, capability_tokens=_issue_token(
         item.capability_tokens, data["capabilityToken"], event, set(data["revokedTokenIds"])))
 
 
-def _revoke_tokens_without_lease(view, item_id):
+def _revoke_tokens_without_lease(view: View, item_id: str) -> None:
     # Tokens never outlive their lease: whatever closed it, every token is revoked with it.
     item = view.items[item_id]
     if item.live_lease is None and any(not t["revoked"] for t in item.capability_tokens):
@@ -229,19 +237,27 @@ def _revoke_tokens_without_lease(view, item_id):
             {**t, "revoked": True} for t in item.capability_tokens))
 
 
+def _lease_of(item: WorkItem) -> Lease:
+    """The item's lease, for the events that come only while it has one."""
+    assert item.lease is not None, f"WorkItem {item.id} has no lease"
+    return item.lease
+
+
 def _close_lease(item: WorkItem, moment: datetime, reason: str) -> Lease | None:
-    if item.live_lease is None:
+    live = item.live_lease
+    if live is None:
         return item.lease
-    return replace(item.lease, closed_at=moment, close_reason=reason)
+    return replace(live, closed_at=moment, close_reason=reason)
 
 
-def _lease_closed(reason):
-    def mutate(view, event, data):
-        item = view.items[event.work_item_id]
+def _lease_closed(reason: str) -> Mutator:
+    def mutate(view: View, event: Event, data: JsonObject) -> None:
+        item = view.items[event.known_item_id]
         lease = _close_lease(item, event.occurred_at, reason)
         if data.get("reconnection"):
+            assert lease is not None, "a reconnection revokes an open lease"
             lease = replace(lease, revoked_by_reconnection=True)
-        changes = {"lease": lease}
+        changes: dict[str, Any] = {"lease": lease}
         if data.get("returnTo") == QUEUED:
             changes.update(state=QUEUED, start_by=parse_time(data["startBy"]))
         _update_item(view, item.id, **changes)
@@ -254,20 +270,20 @@ def _released(item: WorkItem, event: Event) -> Lease | None:
     offline = event.data.get("offline")
     if offline is None:
         return _close_lease(item, event.occurred_at, "released")
-    return replace(item.lease, closed_at=parse_time(offline["bufferedAt"]),
+    return replace(_lease_of(item), closed_at=parse_time(offline["bufferedAt"]),
                    close_reason="released", revoked_by_reconnection=False)
 
 
-def _reconciled(view: View, event: Event, offline: dict) -> None:
+def _reconciled(view: View, event: Event, offline: JsonObject) -> None:
     """§11.5: remember how far the buffered commands of the lease were reconciled, so that
     an older one is refused after a newer one."""
-    item = view.items[event.work_item_id]
+    item = view.items[event.known_item_id]
     _update_item(view, item.id, lease=replace(
-        item.lease, reconciled_through=parse_time(offline["bufferedAt"])))
+        _lease_of(item), reconciled_through=parse_time(offline["bufferedAt"])))
 
 
-def _checkpointed(view, event, data):
-    item = view.items[event.work_item_id]
+def _checkpointed(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     _update_item(view, item.id, state=QUEUED, lease=_released(item, event),
                  start_by=parse_time(data["startBy"]),
                  last_checkpoint={"progress": data["progress"],
@@ -275,8 +291,8 @@ def _checkpointed(view, event, data):
                                   "at": format_time(event.occurred_at)})
 
 
-def _blocked(view, event, data):
-    item = view.items[event.work_item_id]
+def _blocked(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     _update_item(view, item.id, state=BLOCKED, lease=_released(item, event),
                  blocked_until=parse_time(data["blockedUntil"]),
                  required_resolution=data["requiredResolution"],
@@ -284,7 +300,7 @@ def _blocked(view, event, data):
                                   "at": format_time(event.occurred_at)})
 
 
-def _block_checkpoint(checkpoint: dict) -> dict:
+def _block_checkpoint(checkpoint: JsonObject) -> JsonObject:
     """work.blocked's `checkpoint` as {progress, stateArtifact}, like a checkpoint's.
 
     Both shapes are read: `{progress: {...}, stateArtifact}` (a work.checkpoint body, as
@@ -300,27 +316,28 @@ def _block_checkpoint(checkpoint: dict) -> dict:
     return {"progress": checkpoint}
 
 
-def _unblocked(view, event, data):
+def _unblocked(view: View, event: Event, data: JsonObject) -> None:
+    changes: dict[str, Any]
     if data["next"] == QUEUED:
         changes = {"start_by": parse_time(data["startBy"])}
     else:
         changes = {"owner": None, "start_by": None}
-    _update_item(view, event.work_item_id, state=data["next"], blocked_until=None,
+    _update_item(view, event.known_item_id, state=data["next"], blocked_until=None,
                  required_resolution=None, **changes)
 
 
-def _ownership_expired(view, event, data):
-    changes = {}
+def _ownership_expired(view: View, event: Event, data: JsonObject) -> None:
+    changes: dict[str, Any] = {}
     if "attempt" in data:
         # A missed start-by deadline is an attempt (retries.py); older events do not say,
         # and counted nothing.
         changes["attempts"] = data["attempt"]
-    _update_item(view, event.work_item_id, owner=None, start_by=None, blocked_until=None,
+    _update_item(view, event.known_item_id, owner=None, start_by=None, blocked_until=None,
                  **changes)
 
 
-def _submitted(view, event, data):
-    item = view.items[event.work_item_id]
+def _submitted(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     submission = {"contractRevision": data["contractRevision"],
                   "artifacts": data["artifacts"], "evidence": data["evidence"],
                   "at": format_time(event.occurred_at)}
@@ -337,27 +354,27 @@ def _submitted(view, event, data):
                          "evaluation": None})
 
 
-def _review_step(key):
+def _review_step(key: str) -> Mutator:
     """review.*: the outcome of one pipeline step, for the submission it names."""
-    def mutate(view, event, data):
-        item = view.items[event.work_item_id]
+    def mutate(view: View, event: Event, data: JsonObject) -> None:
+        item = view.items[event.known_item_id]
         if item.review and item.review["submissionRevision"] == data["submissionRevision"]:
             outcome = {k: v for k, v in data.items() if k != "submissionRevision"}
             _update_item(view, item.id, review={**item.review, key: outcome})
     return mutate
 
 
-def _evidence_recorded(view, event, data):
-    item = view.items[event.work_item_id]
+def _evidence_recorded(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     if item.review and item.review["submissionRevision"] == data["submissionRevision"]:
         _update_item(view, item.id, review={
             **item.review, "reviewerEvidence": item.review["reviewerEvidence"] + data["evidence"]})
 
 
-def _ended(state):
-    def mutate(view, event, data):
-        item = view.items[event.work_item_id]
-        changes = {"state": state, "start_by": None, "blocked_until": None,
+def _ended(state: str) -> Mutator:
+    def mutate(view: View, event: Event, data: JsonObject) -> None:
+        item = view.items[event.known_item_id]
+        changes: dict[str, Any] = {"state": state, "start_by": None, "blocked_until": None,
                    "child_mission_id": None if state != VERIFIED else item.child_mission_id}
         if state != VERIFIED:
             changes["owner"] = None
@@ -365,15 +382,15 @@ def _ended(state):
     return mutate
 
 
-def _failed(view, event, data):
+def _failed(view: View, event: Event, data: JsonObject) -> None:
     _ended(FAILED)(view, event, data)
     # §11.4: from when a retry may be offered, or why none may (set by work.fail only).
-    _update_item(view, event.work_item_id, retry_at=_parse(data.get("retryAt")),
+    _update_item(view, event.known_item_id, retry_at=_parse(data.get("retryAt")),
                  retry_exhausted=data.get("exhaustedBy"))
 
 
-def _message_posted(view, event, data):
-    item = view.items[event.work_item_id]
+def _message_posted(view: View, event: Event, data: JsonObject) -> None:
+    item = view.items[event.known_item_id]
     if data["kind"] == "ambiguity":
         _update_item(view, item.id, open_ambiguities=item.open_ambiguities + (data["messageId"],))
     elif data["kind"] == "resolution" and data.get("cleared", True):
@@ -384,7 +401,7 @@ def _message_posted(view, event, data):
             m for m in item.open_ambiguities if m != data.get("resolves")))
 
 
-def _usage_recorded(view, event, data):
+def _usage_recorded(view: View, event: Event, data: JsonObject) -> None:
     """The totals the decision computed for every level of the budget ancestry."""
     for level in data["chargedTo"]:
         if level["level"] == "workItem":
@@ -393,15 +410,15 @@ def _usage_recorded(view, event, data):
             view.missions[level["id"]] = replace(view.missions[level["id"]], usage=level["usage"])
 
 
-def _schedule_disclosed(view, event, data):
-    _update_item(view, event.work_item_id, schedule_disclosure=dict(data))
+def _schedule_disclosed(view: View, event: Event, data: JsonObject) -> None:
+    _update_item(view, event.known_item_id, schedule_disclosure=dict(data))
 
 
-def _noop(view, event, data):
+def _noop(view: View, event: Event, data: JsonObject) -> None:
     """Recorded in the log and the audit trail; no projected state changes."""
 
 
-MUTATORS = {
+MUTATORS: dict[str, Mutator] = {
     "mission.created": _mission_created,
     "mission.child_created": _child_created,
     "mission.approved": _mission_ended(MISSION_APPROVED),
@@ -447,5 +464,5 @@ MUTATORS = {
 }
 
 
-def _parse(text):
+def _parse(text: str | None) -> datetime | None:
     return parse_time(text) if text is not None else None

@@ -22,7 +22,8 @@ def owner_is_live(item: WorkItem, now: datetime) -> bool:
     return False
 
 
-def check_ownership(item: WorkItem, agent_id: str, ownership_epoch, now: datetime) -> None:
+def check_ownership(item: WorkItem, agent_id: str | None, ownership_epoch: int | None,
+                    now: datetime) -> None:
     """The actor must be the live owner at the current Ownership Epoch."""
     if item.owner != agent_id:
         raise ProtocolError("STALE_OWNERSHIP", f"agent {agent_id} does not own WorkItem {item.id}",
@@ -38,8 +39,8 @@ def check_ownership(item: WorkItem, agent_id: str, ownership_epoch, now: datetim
                             {"ownershipEpoch": item.ownership_epoch})
 
 
-def check_lease(item: WorkItem, agent_id: str, lease_id, ownership_epoch, session_epoch,
-                now: datetime) -> None:
+def check_lease(item: WorkItem, agent_id: str | None, lease_id: str | None,
+                ownership_epoch: int | None, session_epoch: int | None, now: datetime) -> None:
     """A lease-carrying command must name the current, open, unexpired Lease ID of its
     own session; an older Lease ID is refused even when the Ownership Epoch is unchanged."""
     if ownership_epoch != item.ownership_epoch:

@@ -20,9 +20,9 @@ STATES = (NONE, PROPOSAL, OPEN, OFFERED, QUEUED, ACTIVE, BLOCKED, SUBMITTED, VER
 
 @dataclass(frozen=True)
 class Row:
-    sources: frozenset
+    sources: frozenset[str]
     trigger: str
-    targets: frozenset
+    targets: frozenset[str]
     note: str
 
 
@@ -124,7 +124,7 @@ def allows(state: str, trigger: str) -> bool:
     return _lookup(state, trigger) is not None
 
 
-def permitted(state: str, trigger: str) -> frozenset:
+def permitted(state: str, trigger: str) -> frozenset[str]:
     """The possible next states of `trigger` from `state`, or TRANSITION_NOT_PERMITTED."""
     found = _lookup(state, trigger)
     if found is None:

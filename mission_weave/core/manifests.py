@@ -5,15 +5,22 @@ cites, and which projected objects a command needs loaded. No Django, no clock.
 Identity is the content hash: an artifact is found by its hash in its Group, never
 by its `uri` (a mutable retrieval hint, §13.1)."""
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mission_weave.protocol.canonical import public_key_from_b64url, verify
 from mission_weave.protocol.errors import ProtocolError
 
 from . import records
+from .json_types import JsonObject
+from .state import View
+
+if TYPE_CHECKING:  # commands imports this module
+    from .commands.base import Command
 
 
-def check_signature(document: dict, public_key: str | None, signer: str, what: str) -> None:
+def check_signature(document: JsonObject, public_key: str | None, signer: str, what: str) -> None:
     """`document.signature` must verify with an active key of agent `signer`
     (`public_key` is the one its keyId names, looked up by the shell, or None)."""
     key_id = document["signature"]["keyId"]
@@ -24,7 +31,7 @@ def check_signature(document: dict, public_key: str | None, signer: str, what: s
                             f"agent {signer}", {"keyId": key_id, "path": "body.signature"})
 
 
-def check_blob(manifest: dict, blob: dict | None) -> None:
+def check_blob(manifest: JsonObject, blob: JsonObject | None) -> None:
     """The bytes the manifest names must be stored, intact, with the size it states.
     `blob` is {size, corrupted} for a blob the publisher may read, else None: a blob
     someone else uploaded is as unknown as one never uploaded."""
@@ -53,7 +60,7 @@ def check_blob(manifest: dict, blob: dict | None) -> None:
 REUSABLE = "public"  # the manifest classification of an artifact published for reuse
 
 
-def reusable(record: dict, group_id: str) -> bool:
+def reusable(record: JsonObject, group_id: str) -> bool:
     """An artifact any Mission of the Group may cite: received by a forwarding that named
     the source Group's recorded approval; or published here as reusable: classified
     `public`, bearing provenance (its manifest names its sources) and approved for this
@@ -66,7 +73,7 @@ def reusable(record: dict, group_id: str) -> bool:
             and records.approval_for(record, group_id) is not None)
 
 
-def outside_mission(record: dict, mission_id: str, group_id: str | None = None) -> str | None:
+def outside_mission(record: JsonObject, mission_id: str, group_id: str | None = None) -> str | None:
     """Why the work of Mission `mission_id` may not cite this artifact, or None when it
     may: it was published here for that Mission, or it is reusable. `group_id` is this
     Group's id (by default the one the artifact's own manifest names, which
@@ -88,7 +95,8 @@ def outside_mission(record: dict, mission_id: str, group_id: str | None = None) 
             "with a recorded approval)")
 
 
-def require_in_mission(artifacts: dict, hashes, path: str, mission_id: str,
+def require_in_mission(artifacts: Mapping[str, JsonObject], hashes: Iterable[str], path: str,
+                       mission_id: str,
                        group_id: str | None = None) -> None:
     """Every hash of the list at `path` is an artifact of this Group that Mission
     `mission_id` may cite (require_citable)."""
@@ -96,7 +104,8 @@ def require_in_mission(artifacts: dict, hashes, path: str, mission_id: str,
                     mission_id, group_id)
 
 
-def require_citable(artifacts: dict, cited_at: list, mission_id: str | None,
+def require_citable(artifacts: Mapping[str, JsonObject], cited_at: Sequence[tuple[str, str]],
+                    mission_id: str | None,
                     group_id: str | None = None) -> None:
     """Every (hash, path) is an artifact of this Group (NOT_FOUND otherwise) that Mission
     `mission_id` may cite (VALIDATION_ERROR otherwise; not asked without a Mission),
@@ -105,13 +114,15 @@ def require_citable(artifacts: dict, cited_at: list, mission_id: str | None,
         if name not in artifacts:
             raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} in this Group",
                                 {"path": path, "hash": name})
-    for name, path in cited_at if mission_id is not None else ():
+    if mission_id is None:
+        return
+    for name, path in cited_at:
         why = outside_mission(artifacts[name], mission_id, group_id)
         if why is not None:
             raise ProtocolError("VALIDATION_ERROR", f"{path}: {why}", {"path": path, "hash": name})
 
 
-def cited(body) -> list[tuple[str, str]]:
+def cited(body: object) -> list[tuple[str, str]]:
     """(hash, path) of every artifact a command body cites besides a §13 document's own
     members: its Evidence's (`body.evidence`, a list or one record) and a checkpoint's state
     artifact (`work.checkpoint`, and `work.block`'s checkpoint). Strings only: the body's
@@ -119,6 +130,7 @@ def cited(body) -> list[tuple[str, str]]:
     if not isinstance(body, dict):
         return []
     evidence = body.get("evidence")
+    records_at: list[tuple[object, str]]
     if isinstance(evidence, dict):
         records_at = [(evidence, "body.evidence")]
     elif isinstance(evidence, list):
@@ -136,9 +148,10 @@ def cited(body) -> list[tuple[str, str]]:
     return found
 
 
-def require_cited(view, command) -> None:
+def require_cited(view: View, command: "Command") -> None:
     """§13.2, §13.3: what a command body cites (`cited`) is an artifact of this Group
     that the Mission of the object the command acts on may cite."""
+    assert command.target is not None, "decide resolves the target first"
     mission = command.target.mission
     require_citable(view.artifacts, cited(command.body), mission.id if mission else None)
 
@@ -147,21 +160,21 @@ def require_cited(view, command) -> None:
 class Refs:
     """What a command cites, for the shell to load before `decide` (store.load)."""
 
-    missions: frozenset = frozenset()
-    items: frozenset = frozenset()
-    artifacts: frozenset = frozenset()
-    packages: frozenset = frozenset()  # package ids whose latest version is needed
+    missions: frozenset[str] = frozenset()
+    items: frozenset[str] = frozenset()
+    artifacts: frozenset[str] = frozenset()
+    packages: frozenset[str] = frozenset()  # package ids whose latest version is needed
 
 
-def _strings(values) -> set:
+def _strings(values: object) -> set[str]:
     return {v for v in values if isinstance(v, str)} if isinstance(values, list) else set()
 
 
-def _string(value) -> set:
+def _string(value: object) -> set[str]:
     return {value} if isinstance(value, str) else set()
 
 
-def references(command_type: str, body) -> Refs:
+def references(command_type: str, body: object) -> Refs:
     """The Missions, WorkItems, artifacts and packages a (not yet validated) body names."""
     if not isinstance(body, dict):
         return Refs()
@@ -171,7 +184,9 @@ def references(command_type: str, body) -> Refs:
                     frozenset(_string(body.get("workItemId"))),
                     frozenset(_string(body.get("hash")) | _strings(body.get("sources"))))
     if command_type == "context.publish":
-        scope = body.get("scope") if isinstance(body.get("scope"), dict) else {}
+        scope = body.get("scope")
+        if not isinstance(scope, dict):
+            scope = {}
         return Refs(frozenset(_string(scope.get("missionId"))),
                     frozenset(_string(scope.get("workItemId"))),
                     frozenset(_strings(body.get("artifacts"))),

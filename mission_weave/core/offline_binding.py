@@ -7,12 +7,15 @@ historical values unchanged. The binding is a claim: every time it is checked ag
 the server's own record of the lease, never the binding's.
 """
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from mission_weave.core import jsonschema_check
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
 
+from .json_types import JsonObject
 from .schemas import SIX_DIMENSIONS
 from .state import (
     ACTIVE,
@@ -25,6 +28,9 @@ from .state import (
     Mission,
     WorkItem,
 )
+
+if TYPE_CHECKING:  # commands imports this module
+    from .commands.base import Command
 
 URN = "urn:missionweaveprotocol:extension:bounded-offline-execution"
 # What may be buffered: reports of work already under way. Nothing that starts work,
@@ -46,7 +52,7 @@ BINDING = jsonschema_check.compile_schema({
         "leaseExpiresAt": _TIME, "usage": SIX_DIMENSIONS}})
 
 
-def check_binding(binding, command_type: str, group_id: str) -> None:
+def check_binding(binding: JsonObject, command_type: str, group_id: str) -> None:
     """What the envelope alone shows: the binding's shape, a command type that may be
     buffered, this Group. VALIDATION_ERROR otherwise."""
     if command_type not in BUFFERABLE:
@@ -61,11 +67,12 @@ def check_binding(binding, command_type: str, group_id: str) -> None:
         raise _invalid("bufferedAt", "is before disconnectedAt")
 
 
-def check(mission: Mission, item: WorkItem, command, now: datetime,
+def check(mission: Mission, item: WorkItem, command: "Command", now: datetime,
           grace_seconds: int) -> Lease:
     """The historical lease the buffered `command` (its `offline` member the binding) is
     reconciled against, or the ProtocolError that refuses it."""
     binding = command.offline
+    assert binding is not None, "a buffered command carries its binding"
     _check_names(item, command)
     if item.state in (VERIFIED, FAILED, CANCELLED) or mission.state != MISSION_ACTIVE:
         ended = item.state if item.state in (VERIFIED, FAILED, CANCELLED) else mission.state
@@ -114,6 +121,7 @@ def window(lease: Lease, grace_seconds: int, now: datetime) -> tuple[datetime, d
     and never after `now`."""
     last = min(grace_deadline(lease, grace_seconds), now)
     if lease.revoked_by_reconnection:
+        assert lease.closed_at is not None, "a revocation closed it"
         last = min(last, lease.closed_at)
     return lease.started_at, last
 
@@ -123,7 +131,8 @@ def grace_deadline(lease: Lease, grace_seconds: int) -> datetime:
     return lease.expires_at + timedelta(seconds=grace_seconds)
 
 
-def record(binding: dict, sessions: dict, reconciliation_epoch: int) -> dict:
+def record(binding: JsonObject, sessions: Mapping[int, str],
+           reconciliation_epoch: int) -> JsonObject:
     """What the events of a reconciled command say of it: the lease, when it was buffered,
     and the historical and reconciliation sessions (`sessions`: epoch -> session id)."""
     return {"leaseId": binding["leaseId"], "bufferedAt": binding["bufferedAt"],
@@ -133,10 +142,11 @@ def record(binding: dict, sessions: dict, reconciliation_epoch: int) -> dict:
                                       "sessionEpoch": reconciliation_epoch}}
 
 
-def _check_names(item: WorkItem, command) -> None:
+def _check_names(item: WorkItem, command: "Command") -> None:
     """The binding names the sender, the envelope's WorkItem, and the lease and epoch the
     envelope names, if it names them."""
     binding = command.offline
+    assert binding is not None, "a buffered command carries its binding"
     if binding["agentId"] != command.agent_id:
         raise _invalid("agentId", f"names agent {binding['agentId']}, not the sender")
     if binding["workItemId"] != item.id:
@@ -146,7 +156,7 @@ def _check_names(item: WorkItem, command) -> None:
             raise _invalid(name, f"differs from the envelope's {name} {value}")
 
 
-def _historical_lease(item: WorkItem, binding: dict) -> Lease:
+def _historical_lease(item: WorkItem, binding: JsonObject) -> Lease:
     """The binding's lease: the item's latest one (the Agent reconciles before it starts
     again, §11.5), whose record must agree with the binding."""
     lease = item.lease
@@ -163,7 +173,7 @@ def _historical_lease(item: WorkItem, binding: dict) -> Lease:
     return lease
 
 
-def _check_window(lease: Lease, binding: dict, buffered_at: datetime, now: datetime,
+def _check_window(lease: Lease, binding: JsonObject, buffered_at: datetime, now: datetime,
                   grace_seconds: int) -> None:
     first, last = window(lease, grace_seconds, now)
     deadline = grace_deadline(lease, grace_seconds)

@@ -6,22 +6,26 @@ Versions of one package id count 1, 2, 3...; a new version names the latest one 
 versions is provenance-bearing. A stale `previousVersion` (another version was
 published meanwhile) is REVISION_CONFLICT, like any optimistic concurrency check."""
 
+from collections.abc import Iterable, Mapping
+
 from mission_weave.protocol.errors import ProtocolError
 
 from . import manifests
+from .json_types import JsonObject
 
 # §13.3 "Group content MUST NOT enter another Mission's context by default": a package
 # scoped to Mission M cites only M's events and artifacts, and besides them only reusable
 # artifacts, by the rule Evidence and manifest sources follow (manifests.outside_mission).
 
 
-def latest(packages: dict, package_id: str) -> dict | None:
+def latest(packages: Mapping[tuple[str, str], JsonObject],
+           package_id: str) -> JsonObject | None:
     """The latest version of `package_id` among the loaded versions, or None."""
     versions = [record for (pid, _), record in packages.items() if pid == package_id]
     return max(versions, key=lambda record: record["version"], default=None)
 
 
-def check_version(package: dict, previous: dict | None) -> None:
+def check_version(package: JsonObject, previous: JsonObject | None) -> None:
     version, named = package["version"], package.get("previousVersion")
     if previous is None:
         if version != 1 or named is not None:
@@ -46,7 +50,7 @@ def check_version(package: dict, previous: dict | None) -> None:
                             {"path": "body.scope.missionId"})
 
 
-def check_source_events(package: dict, head_sequence: int) -> None:
+def check_source_events(package: JsonObject, head_sequence: int) -> None:
     """The cited range must be events of this Group's log."""
     source = package["sourceEvents"]
     if not 1 <= source["from"] <= source["to"] <= head_sequence:
@@ -56,7 +60,8 @@ def check_source_events(package: dict, head_sequence: int) -> None:
                                             "headSequence": head_sequence})
 
 
-def check_source_missions(package: dict, source_missions) -> None:
+def check_source_missions(package: JsonObject,
+                          source_missions: Iterable[tuple[str, int]]) -> None:
     """Every event of the cited range that names a Mission names the package's.
     `source_missions` is the shell's fact: [(missionId, first sequence in the range)] of
     the events in the range that name a Mission, archive included."""
@@ -70,7 +75,8 @@ def check_source_missions(package: dict, source_missions) -> None:
                                            "missionId": other})
 
 
-def check_cited_artifacts(package: dict, artifacts: dict, group_id: str) -> None:
+def check_cited_artifacts(package: JsonObject, artifacts: Mapping[str, JsonObject],
+                          group_id: str) -> None:
     """The package cites artifacts of this Group (NOT_FOUND otherwise) of its own Mission
     (published here with that `missionId`) or reusable ones (VALIDATION_ERROR otherwise,
     `details: {path: "body.artifacts[i]", hash}`)."""

@@ -15,11 +15,13 @@ from datetime import datetime
 
 from mission_weave.protocol.timefmt import parse_time
 
+from .json_types import JsonObject
+
 URGENCY = ("critical", "high", "normal", "low")
 BUSINESS_IMPACT = ("critical", "high", "medium", "low")
 
 
-def rank(contract: dict | None) -> tuple[int, int, datetime | None]:
+def rank(contract: JsonObject | None) -> tuple[int, int, datetime | None]:
     """(urgency rank, business impact rank, deadline): ascending is the requested order,
     a missing deadline last."""
     contract = contract or {}
@@ -29,5 +31,5 @@ def rank(contract: dict | None) -> tuple[int, int, datetime | None]:
             parse_time(deadline) if deadline else None)
 
 
-def _index(scale: tuple, value) -> int:
+def _index(scale: tuple[str, ...], value: str | None) -> int:
     return scale.index(value) if value in scale else len(scale)

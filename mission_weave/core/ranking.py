@@ -39,11 +39,14 @@ The basis holds facts and rule names only; no free-text reasoning is recorded (ย
 private chain-of-thought must not be included).
 """
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
 
 from mission_weave.protocol.timefmt import format_time
+
+from .json_types import JsonObject
 
 WORKER_ROLE = "worker-role"
 CAPABILITY_REQUIRED = "capability-required"
@@ -54,7 +57,7 @@ AUTO_RULES = (WORKER_ROLE, CAPABILITY_REQUIRED, CAPACITY, ORDER, TIE_BREAK)
 EXCLUSIVE = "exclusive:highest-ranked-first"
 
 
-def exclusive(contract: dict) -> bool:
+def exclusive(contract: JsonObject) -> bool:
     """Whether the contract asks for exclusive placement (`exclusive: true`)."""
     return contract.get("exclusive") is True
 
@@ -74,11 +77,11 @@ class Candidate:
 
     agent_id: str
     roles: frozenset
-    card: dict
+    card: JsonObject
     presence: Presence | None = None
     # The WorkItems of this Group it owned last that ended verified or failed:
     # frozenset of the capability ids their contract required -> {verified, failed}.
-    reliability: dict = field(default_factory=dict)
+    reliability: JsonObject = field(default_factory=dict)
     load: int = 0  # WorkItems it owns in queued or active, across all Groups
 
     @property
@@ -88,7 +91,7 @@ class Candidate:
 
 # --- the basis fields ---------------------------------------------------------------------
 
-def capability_match(required: list, card: dict) -> dict:
+def capability_match(required: list, card: JsonObject) -> JsonObject:
     offered = {(c.get("id"), c.get("version")) for c in card.get("capabilities", [])}
     missing = [c for c in required if (c["id"], c["version"]) not in offered]
     return {"required": required, "missing": missing, "matched": not missing}
@@ -102,7 +105,7 @@ def fresh_presence(candidate: Candidate, now: datetime, ttl_seconds: int) -> Pre
     return presence
 
 
-def availability(candidate: Candidate, now: datetime, ttl_seconds: int) -> dict:
+def availability(candidate: Candidate, now: datetime, ttl_seconds: int) -> JsonObject:
     headroom = max(candidate.max_concurrency - candidate.load, 0)
     presence = fresh_presence(candidate, now, ttl_seconds)
     if presence is None:
@@ -118,7 +121,7 @@ def availability(candidate: Candidate, now: datetime, ttl_seconds: int) -> dict:
             "reportedAt": format_time(presence.reported_at)}
 
 
-def expected_cost(contract: dict, candidate: Candidate) -> dict:
+def expected_cost(contract: JsonObject, candidate: Candidate) -> JsonObject:
     budgets = contract.get("budgets") or {}
     wall_clock = budgets.get("wallClockSeconds") or 0
     return {"basis": "contract-budgets",
@@ -130,14 +133,14 @@ SCOPE = "this Group, WorkItems last owned"
 SCOPE_ANY = "this Group, WorkItems last owned, any capability (the contract requires none)"
 
 
-def _tally(history: dict, counts) -> dict:
+def _tally(history: JsonObject, counts) -> JsonObject:
     """{verified, failed} over the history entries whose capability set `counts`."""
     chosen = [outcome for capabilities, outcome in history.items() if counts(capabilities)]
     return {"verified": sum(o.get("verified", 0) for o in chosen),
             "failed": sum(o.get("failed", 0) for o in chosen)}
 
 
-def reliability(contract: dict, candidate: Candidate) -> dict:
+def reliability(contract: JsonObject, candidate: Candidate) -> JsonObject:
     """The candidate's verified and failed WorkItems that count for this contract: those
     that required any of its capabilities, each once (perCapability: by capability), or
     all of them when it requires none."""
@@ -150,7 +153,8 @@ def reliability(contract: dict, candidate: Candidate) -> dict:
             "scope": SCOPE if required else SCOPE_ANY}
 
 
-def basis(contract: dict, candidate: Candidate, rules, now: datetime, ttl_seconds: int) -> dict:
+def basis(contract: JsonObject, candidate: Candidate, rules: Sequence[str], now: datetime,
+          ttl_seconds: int) -> JsonObject:
     """ยง10.3's structured selection basis for offering the contract's item to `candidate`."""
     return {
         "capabilityMatch": capability_match(contract.get("capabilities", []), candidate.card),
@@ -164,7 +168,8 @@ def basis(contract: dict, candidate: Candidate, rules, now: datetime, ttl_second
 
 # --- eligibility and order ------------------------------------------------------------------
 
-def ineligibility(contract: dict, candidate: Candidate, now: datetime, ttl_seconds: int) -> list:
+def ineligibility(contract: JsonObject, candidate: Candidate, now: datetime,
+                  ttl_seconds: int) -> list[JsonObject]:
     """The rules `candidate` fails, by name; empty when it is eligible."""
     failed = []
     if "worker" not in candidate.roles:
@@ -176,18 +181,18 @@ def ineligibility(contract: dict, candidate: Candidate, now: datetime, ttl_secon
     return failed
 
 
-def _score(summary: dict) -> Fraction:
+def _score(summary: JsonObject) -> Fraction:
     return Fraction(summary["verified"] + 1, summary["verified"] + summary["failed"] + 2)
 
 
-def _order_key(entry: dict):
+def _order_key(entry: JsonObject):
     chosen = entry["selectionBasis"]
     known = chosen["availability"]["source"] == "presence"
     return (-_score(chosen["reliability"]), not known, -chosen["availability"]["estimate"],
             chosen["expectedCost"]["expectedWaitSeconds"], entry["agentId"])
 
 
-def rank(contract: dict, candidates, now: datetime, ttl_seconds: int,
+def rank(contract: JsonObject, candidates, now: datetime, ttl_seconds: int,
          rules=AUTO_RULES) -> list:
     """The eligible candidates, best first: [{agentId, selectionBasis}, ...]."""
     eligible = [{"agentId": c.agent_id,
@@ -196,7 +201,7 @@ def rank(contract: dict, candidates, now: datetime, ttl_seconds: int,
     return sorted(eligible, key=_order_key)
 
 
-def excluded(contract: dict, candidates, now: datetime, ttl_seconds: int) -> dict:
+def excluded(contract: JsonObject, candidates, now: datetime, ttl_seconds: int) -> JsonObject:
     """agent id -> the rules it fails, for every ineligible candidate."""
     return {c.agent_id: reasons for c in sorted(candidates, key=lambda c: c.agent_id)
             if (reasons := ineligibility(contract, c, now, ttl_seconds))}

@@ -33,17 +33,18 @@ from decimal import Decimal, InvalidOperation
 
 from mission_weave.protocol.timefmt import format_time, parse_time
 
+from .json_types import JsonObject
 from .state import WorkItem
 
 DEFAULT_MULTIPLIER = 2
 
 
-def backoff_seconds(retry: dict, attempt: int) -> int:
+def backoff_seconds(retry: JsonObject, attempt: int) -> int:
     """The wait after the `attempt`-th attempt failed: fixed, or initial × multiplier^(n-1),
     capped at maxSeconds (multiplied step by step, so a huge multiplier cannot overflow)."""
     backoff = retry["backoff"]
-    initial, cap = backoff["initialSeconds"], backoff["maxSeconds"]
-    seconds = initial
+    cap: int = backoff["maxSeconds"]
+    seconds: float = backoff["initialSeconds"]
     if backoff["strategy"] == "exponential":
         multiplier = backoff.get("multiplier", DEFAULT_MULTIPLIER)
         for _ in range(max(attempt, 1) - 1):
@@ -53,7 +54,7 @@ def backoff_seconds(retry: dict, attempt: int) -> int:
     return min(math.ceil(seconds), cap)
 
 
-def cost_exceeded(max_cost: dict | None, spent: dict | None) -> bool:
+def cost_exceeded(max_cost: JsonObject | None, spent: JsonObject | None) -> bool:
     if not max_cost or not spent:
         return False
     if spent.get("currency") != max_cost.get("currency"):
@@ -64,7 +65,7 @@ def cost_exceeded(max_cost: dict | None, spent: dict | None) -> bool:
         return True
 
 
-def _deadline(retry: dict) -> datetime | None:
+def _deadline(retry: JsonObject) -> datetime | None:
     return parse_time(retry["deadline"]) if retry.get("deadline") else None
 
 
@@ -120,7 +121,7 @@ def after_failure(item: WorkItem, permanent: bool, now: datetime) -> Outcome:
     return Outcome(retry_at, None)
 
 
-def refusal(item: WorkItem, now: datetime) -> dict | None:
+def refusal(item: WorkItem, now: datetime) -> JsonObject | None:
     """Why automatic dispatch may not offer the failed `item` again at `now`
     ({reason: attempts|backoff|deadline|cost|permanent, ...}), or None when it may."""
     retry = item.contract["retry"]

@@ -2,14 +2,17 @@
 every command body. A body that breaks its schema is refused with the path named."""
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 from mission_weave.core import checks
 from mission_weave.core.jsonschema_check import check, compile_schema
 from mission_weave.protocol.errors import ProtocolError
 
+from .json_types import JsonObject
+
 CONTRACT = compile_schema(json.loads(
-    (Path(__file__).parent / "schemas" / "work-contract-1.json").read_text()))
+    (Path(__file__).parent / "contract_schemas" / "work-contract-1.json").read_text()))
 
 ID = {"type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$"}
 PRINCIPAL = {"type": "string", "pattern": "^(agent:|user:)[A-Za-z0-9][A-Za-z0-9_.@+-]{0,149}$"}
@@ -72,7 +75,7 @@ SIX_DIMENSIONS = {"type": "object", "additionalProperties": False, "properties":
     "wallClockSeconds": COUNT, "sideEffects": COUNT}}
 
 
-def _body(properties: dict, required=()) -> dict:
+def _body(properties: JsonObject, required: Sequence[str] = ()) -> JsonObject:
     return {"type": "object", "additionalProperties": False, "required": list(required),
             "properties": properties}
 
@@ -217,7 +220,7 @@ BODIES["schedule.disclose"] = _body({
 BODY_VALIDATORS = {name: compile_schema(schema) for name, schema in BODIES.items()}
 
 
-def check_body(command_type: str, body) -> None:
+def check_body(command_type: str, body: object) -> None:
     try:
         check(BODY_VALIDATORS[command_type], body, "VALIDATION_ERROR",
               f"{command_type} body", prefix="body")
@@ -231,14 +234,14 @@ def check_body(command_type: str, body) -> None:
         raise
 
 
-def _flat_checkpoint(body) -> bool:
+def _flat_checkpoint(body: object) -> bool:
     """A work.block whose checkpoint holds the progress fields themselves (the shape this
     server took before it followed PROTOCOL §2), so that its refusal can say how to fix it."""
     checkpoint = body.get("checkpoint") if isinstance(body, dict) else None
     return isinstance(checkpoint, dict) and "progress" not in checkpoint and "phase" in checkpoint
 
 
-def check_contract(contract, path: str = "body.contract") -> dict:
+def check_contract(contract: JsonObject, path: str = "body.contract") -> JsonObject:
     """Validate a Work Contract against `mwp.work-contract/1`; INVALID_CONTRACT names the path."""
     check(CONTRACT, contract, "INVALID_CONTRACT", "Work Contract", prefix=path)
     for member in ("deliverables", "acceptanceCriteria"):
@@ -258,7 +261,7 @@ def check_contract(contract, path: str = "body.contract") -> dict:
     return contract
 
 
-def _check_review_rules(contract: dict, path: str) -> None:
+def _check_review_rules(contract: JsonObject, path: str) -> None:
     """§13.2: a deliverable's `schema` must be a JSON Schema, and a criterion's
     `check:<name>` must name a check the server has (mission_weave/core/checks.py), so that
     the review can run what the contract asks."""

@@ -3,28 +3,37 @@ projection rows and snapshots, read back from them, and compared with a replay (
 A record's document has its field names as keys (snake_case); the offers and the lease in
 a WorkItem's are written in the protocol's camelCase."""
 
+from collections.abc import Iterable
 from datetime import datetime
+from typing import overload
 
 from mission_weave.protocol.timefmt import format_time, parse_time
 
+from .json_types import JsonObject
 from .state import Lease, Mission, Offer, Proposal, WorkItem
 
 
-def _time(moment):
+def _time(moment: datetime | None) -> str | None:
     return format_time(moment) if moment is not None else None
 
 
-def _parse(text):
+@overload
+def _parse(text: str) -> datetime: ...
+@overload
+def _parse(text: None) -> None: ...
+@overload
+def _parse(text: str | None) -> datetime | None: ...
+def _parse(text: str | None) -> datetime | None:
     return parse_time(text) if text is not None else None
 
 
-def offer_to_doc(offer: Offer) -> dict:
+def offer_to_doc(offer: Offer) -> JsonObject:
     return {"agentId": offer.agent_id, "expiresAt": _time(offer.expires_at), "rank": offer.rank,
             "selectionBasis": offer.selection_basis, "status": offer.status,
             "decline": offer.decline}
 
 
-def lease_to_doc(lease: Lease | None) -> dict | None:
+def lease_to_doc(lease: Lease | None) -> JsonObject | None:
     if lease is None:
         return None
     return {"id": lease.id, "agentId": lease.agent_id, "sessionEpoch": lease.session_epoch,
@@ -40,7 +49,7 @@ def lease_to_doc(lease: Lease | None) -> dict | None:
                if lease.reconciled_through else {})}
 
 
-def lease_from_doc(doc: dict | None) -> Lease | None:
+def lease_from_doc(doc: JsonObject | None) -> Lease | None:
     if doc is None:
         return None
     return Lease(id=doc["id"], agent_id=doc["agentId"], session_epoch=doc["sessionEpoch"],
@@ -56,10 +65,10 @@ _ITEM_TIMES = ("start_by", "blocked_until", "retry_at", "created_at", "updated_a
 _MISSION_TIMES = ("created_at", "updated_at")
 
 
-def to_doc(obj, fields=None) -> dict:
+def to_doc(obj: WorkItem | Mission | Proposal, fields: Iterable[str] | None = None) -> JsonObject:
     """A JSON-able document of a WorkItem, Mission or Proposal (snake_case keys); only
     the named `fields` for a partial document (a projection patch)."""
-    doc = {}
+    doc: JsonObject = {}
     for name in obj.__dataclass_fields__ if fields is None else fields:
         value = getattr(obj, name)
         if isinstance(value, datetime):
@@ -74,7 +83,7 @@ def to_doc(obj, fields=None) -> dict:
     return doc
 
 
-def item_from_doc(doc: dict) -> WorkItem:
+def item_from_doc(doc: JsonObject) -> WorkItem:
     values = dict(doc)
     for name in _ITEM_TIMES:
         values[name] = _parse(values[name])
@@ -90,7 +99,7 @@ def item_from_doc(doc: dict) -> WorkItem:
     return WorkItem(**values)
 
 
-def mission_from_doc(doc: dict) -> Mission:
+def mission_from_doc(doc: JsonObject) -> Mission:
     values = dict(doc)
     for name in _MISSION_TIMES:
         values[name] = _parse(values[name])
@@ -99,5 +108,5 @@ def mission_from_doc(doc: dict) -> Mission:
     return Mission(**values)
 
 
-def proposal_from_doc(doc: dict) -> Proposal:
+def proposal_from_doc(doc: JsonObject) -> Proposal:
     return Proposal(**{**doc, "created_at": _parse(doc["created_at"])})

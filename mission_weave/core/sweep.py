@@ -20,6 +20,7 @@ same way (`commands.revoke_for_session` calls `decide`).
 
 from . import dispatch, retries
 from .commands.base import Context, Draft, item_draft
+from .json_types import JsonObject
 from .state import ACTIVE, BLOCKED, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
 
 LEASE_EXPIRED, OWNERSHIP_EXPIRED = "lease.expired", "work.ownership_expired"
@@ -104,7 +105,7 @@ def split(view: View, now) -> tuple[list, list]:
     return drafts, dispatching
 
 
-def counts(events) -> dict:
+def counts(events) -> JsonObject:
     """The sweep's answer for what it appended (event documents or Drafts)."""
     types = [e["type"] if isinstance(e, dict) else e.type for e in events]
     return {"expiredLeases": types.count(LEASE_EXPIRED),

@@ -10,7 +10,7 @@ from mission_weave.core import schemas
 from mission_weave.protocol.errors import ProtocolError
 from tests.unit.builders import contract
 
-SCHEMA = json.loads((Path(schemas.__file__).parent / "schemas" / "work-contract-1.json")
+SCHEMA = json.loads((Path(schemas.__file__).parent / "contract_schemas" / "work-contract-1.json")
                     .read_text())
 REQUIRED = SCHEMA["required"]
 

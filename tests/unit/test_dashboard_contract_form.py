@@ -20,7 +20,7 @@ from mission_weave.protocol.errors import ProtocolError
 
 CHOICES = [("wi_a", "wi_a: research"), ("wi_b", "wi_b: outline"), ("wi_c", "wi_c: figures")]
 DEADLINE = "2026-12-08T12:00:00Z"
-SCHEMA = json.loads((Path(schemas.__file__).parent / "schemas" / "work-contract-1.json")
+SCHEMA = json.loads((Path(schemas.__file__).parent / "contract_schemas" / "work-contract-1.json")
                     .read_text())
 
 # A contract with every member of the schema set, optional ones included.

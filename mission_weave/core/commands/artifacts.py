@@ -15,6 +15,7 @@ from mission_weave.core import manifests, packages, records
 from mission_weave.protocol.canonical import content_hash
 from mission_weave.protocol.errors import ProtocolError
 
+from ..json_types import JsonObject
 from .authority import coordinators
 from .base import Draft, derive_id, mission_of, require_lease
 
@@ -51,7 +52,7 @@ def artifact_publish(view, command, context):
                   mission.id, manifest["workItemId"])]
 
 
-def _check_card_version(manifest: dict, known) -> None:
+def _check_card_version(manifest: JsonObject, known) -> None:
     """§13.1: the manifest names the producer's Agent Card version it was made under:
     the producer's current card or one it had before (`known`, every version the
     registry recorded for the producer, apps/identity)."""
@@ -150,7 +151,7 @@ def artifact_approve_forwarding(view, command, context):
         "comment": body.get("comment")})]
 
 
-def _forwardable(view, name: str) -> dict:
+def _forwardable(view, name: str) -> JsonObject:
     """The record of artifact `name` of this Group, which may be approved for and
     forwarded beyond its Mission: NOT_FOUND or FORBIDDEN (restricted) otherwise."""
     record = view.artifacts.get(name)

@@ -9,6 +9,7 @@ from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
 from .. import dag, fencing, lifecycle, offline_binding
+from ..json_types import JsonObject
 from ..schemas import check_contract
 from ..state import (
     ACTIVE,
@@ -27,14 +28,14 @@ class Command:
     id: str
     type: str
     actor: str  # principal: agent:<id> | user:<name> | system
-    body: dict
+    body: JsonObject
     roles: frozenset = frozenset()
     work_item_id: str | None = None
     expected_revision: int | None = None
     ownership_epoch: int | None = None
     lease_id: str | None = None
     session_epoch: int | None = None
-    offline: dict | None = None  # the bounded-offline-execution binding (§11.5), if buffered
+    offline: JsonObject | None = None  # the bounded-offline-execution binding (§11.5), if buffered
     # What it acts on (targets.Target), resolved once by `decide` in the locked view.
     target: Target | None = None
 
@@ -62,10 +63,10 @@ class Policy:
 class Context:
     now: datetime
     policy: Policy = Policy()
-    candidates: dict = field(default_factory=dict)  # agent id -> Candidate
+    candidates: JsonObject = field(default_factory=dict)  # agent id -> Candidate
     # Facts outside the Group's log that a §13 command is checked against (signing
     # keys, blobs, the target Group of a forwarding): apps/artifacts/facts.py.
-    facts: dict = field(default_factory=dict)
+    facts: JsonObject = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ class Draft:
     """An event to append: what happened, to which Mission and WorkItem."""
 
     type: str
-    data: dict
+    data: JsonObject
     mission_id: str | None = None
     work_item_id: str | None = None
     # Another Group whose log this event goes to (a cross-Group forwarding, §13.3); the
@@ -224,7 +225,7 @@ def after(now: datetime, seconds: int) -> str:
     return format_time(now + timedelta(seconds=seconds))
 
 
-def item_draft(item: WorkItem, type_: str, data: dict) -> Draft:
+def item_draft(item: WorkItem, type_: str, data: JsonObject) -> Draft:
     return Draft(type_, data, item.mission_id, item.id)
 
 
@@ -242,8 +243,8 @@ def release(item: WorkItem, context: Context, reason: str) -> list:
     return drafts
 
 
-def check_new_contract(view: View, mission: Mission, contract: dict, item_id: str,
-                        revision: int, edges: dict) -> dict:
+def check_new_contract(view: View, mission: Mission, contract: JsonObject, item_id: str,
+                        revision: int, edges: JsonObject) -> JsonObject:
     contract = check_contract(contract)
     if contract.get("revision", revision) != revision:
         raise ProtocolError("INVALID_CONTRACT",
@@ -265,7 +266,7 @@ def check_new_contract(view: View, mission: Mission, contract: dict, item_id: st
     return {**contract, "revision": revision}
 
 
-def edges_of(view: View, mission: Mission) -> dict:
+def edges_of(view: View, mission: Mission) -> JsonObject:
     return {i: view.items[i].depends_on for i in mission.work_items if i in view.items}
 
 

@@ -10,6 +10,7 @@ from mission_weave.protocol.timefmt import format_time
 
 from .. import capabilities, fencing, retries
 from .. import evidence_review as evaluation
+from ..json_types import JsonObject
 from ..state import (
     ACTIVE,
     QUEUED,
@@ -63,7 +64,8 @@ def approval_refuse_execution(view, command, context):
         "reason": command.body["reason"]})]
 
 
-def _capability_token(lease_id: str, scopes: dict, expires_at: datetime, salt: str) -> dict:
+def _capability_token(lease_id: str, scopes: capabilities.Scopes, expires_at: datetime,
+                      salt: str) -> JsonObject:
     return capabilities.descriptor(derive_id("cap", lease_id, salt), lease_id, scopes, expires_at)
 
 
@@ -197,7 +199,7 @@ def work_submit(view, command, context):
         "agentId": item.lease.agent_id, "ownershipEpoch": item.lease.ownership_epoch})]
 
 
-def _check_deliverables(view, item: WorkItem, body: dict) -> None:
+def _check_deliverables(view, item: WorkItem, body: JsonObject) -> None:
     """§13.1, §13.2: a deliverable is an artifact published in this Group for this
     WorkItem (a signed manifest, artifact.publish, naming it). Whatever the submission
     offers as one is held to that: its `artifacts`, and the artifacts of its Evidence
@@ -220,7 +222,7 @@ def _check_deliverables(view, item: WorkItem, body: dict) -> None:
             {"missingDeliverables": missing})
 
 
-def _check_deliverable(record: dict | None, name: str, path: str, item: WorkItem) -> None:
+def _check_deliverable(record: JsonObject | None, name: str, path: str, item: WorkItem) -> None:
     if record is None:
         raise ProtocolError("NOT_FOUND", f"{path}: no artifact {name} is published in this "
                             "Group: upload the bytes, then artifact.publish their manifest",

@@ -6,6 +6,7 @@ from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
 from .. import lifecycle
+from ..json_types import JsonObject
 from ..schemas import check_contract
 from ..state import (
     CANCELLED,
@@ -41,7 +42,7 @@ def mission_create(view, command, context):
         "autoDispatch": body.get("autoDispatch", False)}, mission_id=mission_id)]
 
 
-def _check_named_members(body: dict, roles: dict) -> None:
+def _check_named_members(body: JsonObject, roles: JsonObject) -> None:
     """The Mission's owner, coordinator and delegates decide for it (authority.py), so
     each must be a member of the Group with that role; the owner, who gives the final
     Approval, a human. `roles`: principal -> its roles here, or None (no member)."""
@@ -81,7 +82,7 @@ def mission_create_child(view, command, context):
     return release(item, context, "child Mission created") + [created]
 
 
-def _child_approval_evidence(item: WorkItem, mission: Mission, command: Command, now) -> dict:
+def _child_approval_evidence(item: WorkItem, mission: Mission, command: Command, now) -> JsonObject:
     return {"id": derive_id("ev", command.id, item.id), "subject": f"mission:{mission.id}",
             "criteria": list(item.criteria_ids), "method": "child-mission-approval",
             "result": "approved", "producer": command.actor, "timestamp": format_time(now),

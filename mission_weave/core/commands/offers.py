@@ -3,10 +3,13 @@ sequentially to the highest-ranked eligible worker, fencing an expired owner, de
 first-acceptance-wins, the capacity backstop."""
 
 
+from collections.abc import Sequence
+
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
 
 from .. import dispatch, fencing, ranking
+from ..json_types import JsonObject
 from ..ranking import Candidate
 from ..state import QUEUED, WorkItem
 from .base import (
@@ -20,13 +23,14 @@ from .base import (
 )
 
 
-def selection_basis(item: WorkItem, candidate: Candidate, rules: list, context: Context) -> dict:
+def selection_basis(item: WorkItem, candidate: Candidate, rules: Sequence[str],
+                    context: Context) -> JsonObject:
     """§10.3's structured basis for offering `item` to `candidate` (see ranking.py)."""
     return ranking.basis(item.contract, candidate, rules, context.now,
                          context.policy.presence_ttl_seconds)
 
 
-def _explicit_placement(item: WorkItem, body: dict, context: Context) -> tuple[list, list]:
+def _explicit_placement(item: WorkItem, body: JsonObject, context: Context) -> tuple[list, list]:
     """Named candidates, in the coordinator's order: ([{agentId, selectionBasis}], pending)."""
     candidates = list(body["candidates"])
     for agent_id in candidates:
@@ -75,7 +79,7 @@ def _exclusive_placement(item: WorkItem, candidates: list, context: Context) -> 
     return ranked[:1], order[1:] + [a for a in candidates if a not in order]
 
 
-def _auto_placement(item: WorkItem, body: dict, context: Context) -> tuple[list, list]:
+def _auto_placement(item: WorkItem, body: JsonObject, context: Context) -> tuple[list, list]:
     """candidates "auto": the Group's members ranked by ranking.py; sequential offers the
     best and queues the rest, urgent offers the best `candidateCount` (bounded)."""
     mode, policy = body["mode"], context.policy

@@ -5,11 +5,12 @@ server appends for itself (apps/artifacts/tasks.py runs them), and what the revi
 from mission_weave.core import evidence_review as evaluation
 from mission_weave.protocol.errors import ProtocolError
 
+from ..json_types import JsonObject
 from ..state import SUBMITTED, WorkItem
 from .base import item_draft, target_item
 
 
-def current_review(item: WorkItem | None, submission_revision: int) -> dict | None:
+def current_review(item: WorkItem | None, submission_revision: int) -> JsonObject | None:
     """The item's review if it is still `submitted` with that submission, else None: a
     step scheduled for an earlier submission, or for an item accepted, failed or
     cancelled meanwhile, does nothing."""
@@ -92,7 +93,7 @@ def check_not_own_work(item: WorkItem, command) -> None:
                                  else None)})
 
 
-def _check_record(record: dict, path: str, actor: str, criteria: set, known: set) -> None:
+def _check_record(record: JsonObject, path: str, actor: str, criteria: set, known: set) -> None:
     if record["producer"] != actor:
         raise ProtocolError("FORBIDDEN", f"{path}.producer must be you ({actor}): Evidence is "
                             "recorded by the principal that produced it",
@@ -115,7 +116,7 @@ def _check_record(record: dict, path: str, actor: str, criteria: set, known: set
                             "submission", {"path": f"{path}.id"})
 
 
-def reevaluated(item: WorkItem) -> dict:
+def reevaluated(item: WorkItem) -> JsonObject:
     """The combined evaluation of the current submission from everything its review holds
     now: the automatic steps' outcomes and every reviewer Evidence recorded so far, also
     what arrived after the stored evaluation (its task not run yet)."""
@@ -135,7 +136,7 @@ def reevaluation(item: WorkItem) -> list:
         "submissionRevision": review["submissionRevision"], **data})]
 
 
-def override(item: WorkItem) -> dict:
+def override(item: WorkItem) -> JsonObject:
     """What an acceptance now answers for with the Coordinator's own Evidence, from the
     evaluation again (reevaluated):
 
@@ -165,7 +166,7 @@ def override(item: WorkItem) -> dict:
                         if verdicts[c] == "fail" or result["integrity"] == "fail"]}
 
 
-def acceptance(item: WorkItem, evidence: list) -> dict:
+def acceptance(item: WorkItem, evidence: list) -> JsonObject:
     """What `work.accept_result` records of the review, or why it is refused.
 
     §13.2: "A Worker's claim of completion is insufficient." The Coordinator decides on

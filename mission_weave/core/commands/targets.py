@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from mission_weave.protocol.errors import ProtocolError
 
+from ..json_types import JsonObject
 from ..state import Mission, View, WorkItem
 
 GROUP, MISSION, NEW_ITEM, ITEM = "group", "mission", "new_item", "item"
@@ -48,7 +49,7 @@ class Target:
     kind: str
     mission: Mission | None = None
     item: WorkItem | None = None
-    artifact: dict | None = None
+    artifact: JsonObject | None = None
 
 
 def resolve(kind: str, view: View, command) -> Target:
@@ -99,7 +100,7 @@ def _package(view, command, body) -> Target:
     return _scoped(view, command, body["scope"], "body.scope", envelope_names_it=False)
 
 
-def _scoped(view, command, scope: dict, path: str, envelope_names_it: bool) -> Target:
+def _scoped(view, command, scope: JsonObject, path: str, envelope_names_it: bool) -> Target:
     """A §13 document's own scope: its Mission and, unless null, its WorkItem. The
     envelope's workItemId is the scope's (or, where it need not name it, absent)."""
     mission = _known_mission(view, scope["missionId"], f"{path}.missionId")

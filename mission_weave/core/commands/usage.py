@@ -8,6 +8,7 @@ from dataclasses import replace
 from mission_weave.protocol.errors import ProtocolError
 
 from .. import budgets, offline_binding
+from ..json_types import JsonObject
 from ..state import USAGE_RECORDED, View, WorkItem
 from .base import Draft, item_draft, target_item
 
@@ -23,7 +24,7 @@ def usage_record(view, command, context):
     return [charge(view, item, delta)]
 
 
-def charge(view: View, item: WorkItem, delta: dict, **data) -> Draft:
+def charge(view: View, item: WorkItem, delta: JsonObject, **data) -> Draft:
     """The usage event charging `delta` to the item and its whole budget ancestry (more
     `data` beside), or BUDGET_EXCEEDED with nothing charged."""
     charged = budgets.charge(ancestry(view, item), delta)
