@@ -82,6 +82,7 @@ INSTALLED_APPS = [
     "apps.identity",
     "apps.ledger",
     "apps.work",
+    "apps.review",  # the Evidence review (§13.2): above work, whose WorkItems it reads
     "apps.artifacts",
     "apps.delivery",
     "apps.api",
@@ -212,13 +213,13 @@ MW_RETENTION_INTERVAL_SECONDS = envint("MW_RETENTION_INTERVAL_SECONDS", 3600)
 # Most events one archiving transaction moves: bounds how long commands wait on the Group.
 MW_ARCHIVE_CHUNK = envint("MW_ARCHIVE_CHUNK", 10_000)
 # How often beat resumes reviews (§13.2) whose task was lost: Redis is a hint, and the
-# WorkItem's review says which step is missing (apps/artifacts/tasks.py).
+# WorkItem's review says which step is missing (apps/review/tasks.py).
 MW_REVIEW_RESUME_SECONDS = envint("MW_REVIEW_RESUME_SECONDS", 60)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "apps.work.tasks.sweep", "schedule": MW_SWEEP_INTERVAL_SECONDS,
               # A round not started within an interval is superseded by the next one.
               "options": {"expires": MW_SWEEP_INTERVAL_SECONDS}},
-    "review-resume": {"task": "apps.artifacts.tasks.resume",
+    "review-resume": {"task": "apps.review.tasks.resume",
                       "schedule": MW_REVIEW_RESUME_SECONDS,
                       "options": {"expires": MW_REVIEW_RESUME_SECONDS}},
     "retention": {"task": "apps.ledger.tasks.retention",

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE_ROOTS = (ROOT / "sdk" / "src", ROOT)
 
 # Bottom to top: an app may import the ones before it, never one after it.
-APP_LAYERS = ["ledger", "identity", "artifacts", "work", "delivery", "api", "dashboard",
-              "operations", "bench"]
+APP_LAYERS = ["ledger", "identity", "artifacts", "work", "review", "delivery", "api",
+              "dashboard", "operations", "bench"]
 SHELL = frozenset({"django", "rest_framework", "drf_spectacular", "channels", "channels_redis",
                    "daphne", "celery"})
 # The project package's own modules (settings, urls, asgi, ...) are shell; these are not.
@@ -131,6 +131,57 @@ def test_each_port_has_a_protocol_and_the_ledger_imports_no_app_above_it():
         return not within(name, "apps") or name == "apps" or within(name, "apps.ledger")
 
     assert breaks(sources("apps/ledger"), allowed) == []
+
+
+# The apps below `work`, which may not reach its tables by any route (an import is caught
+# above; SQL naming the table, or a table name handed up through a port, is caught here).
+BELOW_WORK = APP_LAYERS[:APP_LAYERS.index("work")]
+# What apps/work/work_store.py names its tables by.
+WORK_TABLE_NAMES = frozenset({"ITEMS", "MISSIONS", "PROPOSALS"})
+
+
+def work_tables() -> set[str]:
+    from django.apps import apps
+
+    return {model._meta.db_table for model in apps.get_app_config("work").get_models()}
+
+
+def references_to_work_tables(source: str, where: str, tables: set[str]) -> list[str]:
+    """'file:line what' for each string naming one of work's `tables` and each attribute
+    named like work_store's table constants (`ports.projections.ITEMS`) in `source`."""
+    found = []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found += [f"{where}:{node.lineno} names the table {table}" for table in sorted(tables)
+                      if table in node.value.lower()]
+        elif isinstance(node, ast.Attribute) and node.attr in WORK_TABLE_NAMES:
+            found.append(f"{where}:{node.lineno} reads .{node.attr}")
+    return found
+
+
+def test_no_app_below_work_reaches_works_tables():
+    """The projections of work (Missions, WorkItems, Proposals) are read and written by
+    work and the apps above it; the ledger, identity and artifacts reach them only through
+    the projections port's methods, never by table (issue 26: the review once ran SQL on
+    work's table through `ports.projections.ITEMS`, which the import rule could not see)."""
+    tables = work_tables()
+    assert tables >= {"work_workitem", "work_mission", "work_proposal"}
+    found = [problem for app in BELOW_WORK for path in sources(f"apps/{app}")
+             for problem in references_to_work_tables(path.read_text(),
+                                                      str(path.relative_to(ROOT)), tables)]
+
+    assert found == [], "\n".join(found)
+
+
+def test_the_table_check_sees_sql_and_a_table_handed_through_a_port():
+    # Guard the guard.
+    source = ('def f(ports, db):\n'
+              '    db.fetch("SELECT doc FROM work_workitem WHERE state = %s", ["submitted"])\n'
+              '    return f"SELECT 1 FROM {ports.projections.ITEMS}"\n')
+
+    found = references_to_work_tables(source, "sample.py", work_tables())
+
+    assert found == ["sample.py:2 names the table work_workitem", "sample.py:3 reads .ITEMS"]
 
 
 def test_nothing_below_the_apps_imports_them():

@@ -9,7 +9,6 @@ class ArtifactsConfig(AppConfig):
     def ready(self):
         from apps.ledger import ports
 
-        from . import facts, tasks
+        from . import facts
 
         ports.plug(facts=facts)  # signer keys, blobs, other Groups, for decisions
-        ports.subscribe(tasks.schedule)  # a committed submission starts its review

@@ -4,18 +4,17 @@ bytes still hash to its name, its size, its JSON content where a schema or check
 it, and the media type and sources of its published manifest in the Group.
 
 A stored copy that no longer matches its name is reported the way the blob store does
-(logged, flagged corrupted) and never read as content."""
+(logged, flagged corrupted: apps/artifacts/blobs.py) and never read as content."""
 
 import hashlib
 
 from django.conf import settings
 
+from apps.artifacts import storage
+from apps.artifacts.blobs import CHUNK, report_corrupted
+from apps.artifacts.models import Artifact, Blob
 from mission_weave.core import evidence_review
 from mission_weave.core.checks import ArtifactFacts
-
-from . import storage
-from .blobs import CHUNK, report_corrupted
-from .models import Artifact, Blob
 
 
 def gather(group_id: str, hashes: list, read_content: set, verify: bool, now) -> dict:

@@ -12,6 +12,9 @@ item accepted, failed, cancelled or submitted again meanwhile appends nothing.
 
 Redis is a hint: a task lost with its broker is found again by `resume` (beat), from
 what the WorkItem's review lacks.
+
+The review sits above `work` (tests/test_architecture.py): it reads the WorkItems from
+work's store, and the artifacts' blobs and manifests (review_facts.py).
 """
 
 import logging
@@ -20,10 +23,10 @@ from celery import shared_task
 from django.db import DatabaseError
 from django.utils import timezone
 
-from apps.ledger import db, pipeline, ports  # the projections through the port: work is above us
+from apps.ledger import pipeline
+from apps.work import work_store
 from mission_weave.core import evidence_review
 from mission_weave.core.commands.review import current_review, review_step
-from mission_weave.core.state import SUBMITTED
 
 from . import review_facts
 
@@ -56,7 +59,7 @@ def _enqueue(task, *args) -> None:
 def _current(group_id: str, item_id: str, submission_revision: int):
     """The WorkItem if its review is still for this submission (read without a lock: the
     decision checks again under it)."""
-    item = ports.projections.load_items(group_id, [item_id]).items.get(item_id)
+    item = work_store.load_items(group_id, [item_id]).items.get(item_id)
     return item if current_review(item, submission_revision) is not None else None
 
 
@@ -64,10 +67,10 @@ def _append(group_id: str, item_id: str, submission_revision: int, event_type: s
             outcome=None) -> list:
     return pipeline.submit_system(
         group_id, review_step(item_id, submission_revision, event_type, outcome),
-        timezone.now(), lambda g: ports.projections.load_items_and_missions(g, [item_id]))
+        timezone.now(), lambda g: work_store.load_items_and_missions(g, [item_id]))
 
 
-@shared_task(name="apps.artifacts.tasks.check_integrity", **RETRY)
+@shared_task(name="apps.review.tasks.check_integrity", **RETRY)
 def check_integrity(group_id: str, item_id: str, submission_revision: int) -> None:
     """Step 1: every cited artifact stored and intact; required output schemas."""
     item = _current(group_id, item_id, submission_revision)
@@ -82,7 +85,7 @@ def check_integrity(group_id: str, item_id: str, submission_revision: int) -> No
     _enqueue(run_checks, group_id, item_id, submission_revision)
 
 
-@shared_task(name="apps.artifacts.tasks.run_checks", **RETRY)
+@shared_task(name="apps.review.tasks.run_checks", **RETRY)
 def run_checks(group_id: str, item_id: str, submission_revision: int) -> None:
     """Step 2: the contract's named deterministic checks."""
     item = _current(group_id, item_id, submission_revision)
@@ -99,7 +102,7 @@ def run_checks(group_id: str, item_id: str, submission_revision: int) -> None:
     _enqueue(request_evidence, group_id, item_id, submission_revision)
 
 
-@shared_task(name="apps.artifacts.tasks.request_evidence", **RETRY)
+@shared_task(name="apps.review.tasks.request_evidence", **RETRY)
 def request_evidence(group_id: str, item_id: str, submission_revision: int) -> None:
     """Step 3: name the criteria that await reviewer Evidence."""
     if _current(group_id, item_id, submission_revision) is None:
@@ -109,7 +112,7 @@ def request_evidence(group_id: str, item_id: str, submission_revision: int) -> N
     _enqueue(evaluate, group_id, item_id, submission_revision)
 
 
-@shared_task(name="apps.artifacts.tasks.evaluate", **RETRY)
+@shared_task(name="apps.review.tasks.evaluate", **RETRY)
 def evaluate(group_id: str, item_id: str, submission_revision: int) -> None:
     """Step 4: the combined evaluation, appended when it differs from the latest one."""
     if _current(group_id, item_id, submission_revision) is None:
@@ -123,15 +126,12 @@ STEP_TASKS = {evidence_review.INTEGRITY_CHECKED: check_integrity,
               evidence_review.EVALUATED: evaluate}
 
 
-@shared_task(name="apps.artifacts.tasks.resume", ignore_result=True)
+@shared_task(name="apps.review.tasks.resume", ignore_result=True)
 def resume(limit: int = 500) -> int:
     """Beat: schedule the missing step of every submitted WorkItem whose review is behind
     (its task lost with the broker, or never run). Returns how many were scheduled."""
-    rows = db.fetch(f"SELECT group_id, doc FROM {ports.projections.ITEMS} WHERE state = %s "
-                    f"ORDER BY updated_at LIMIT %s", [SUBMITTED, limit])
     scheduled = 0
-    for group_id, doc in rows:
-        doc = db.from_json(doc)
+    for group_id, doc in work_store.submitted_documents(limit):
         current = doc.get("review")
         step = evidence_review.next_step(current) if current else None
         if step is not None:

@@ -368,6 +368,14 @@ def mission_values(group_id: str, mission: state.Mission) -> tuple:
             _time(mission.updated_at))
 
 
+def submitted_documents(limit: int) -> list:
+    """[(group id, document)] of submitted WorkItems, the least recently updated first, at
+    most `limit` (the review's `resume`, apps/review/tasks.py)."""
+    rows = db.fetch(f"SELECT group_id, doc FROM {ITEMS} WHERE state = %s "
+                    f"ORDER BY updated_at LIMIT %s", [state.SUBMITTED, limit])
+    return [(group_id, db.from_json(doc)) for group_id, doc in rows]
+
+
 # --- the sweeper's prepared writes (apps/work/sweeper.py, pipeline.submit_prepared) ------
 
 # Any deadline column passed: the rows a sweep may still have something to do for.

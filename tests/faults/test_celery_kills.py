@@ -18,11 +18,11 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from apps.artifacts import tasks as review_tasks
 from apps.bench import sweep_load as sweep_bench
 from apps.bench.harness import database_url
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
+from apps.review import tasks as review_tasks
 from apps.work import sweeper
 from apps.work.models import WorkItem
 from apps.work.tasks import sweep as sweep_task

@@ -9,10 +9,10 @@ import os
 import pytest
 from django.conf import settings as django_settings
 
-from apps.artifacts import tasks
 from apps.artifacts.models import Blob
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
+from apps.review import tasks
 from mission_weave.celery import app as celery_app
 from tests.faults.procs import wait_until
 from tests.integration.artifact_helpers import REVIEWED, published, submitted_json

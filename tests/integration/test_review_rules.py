@@ -6,11 +6,11 @@ producer's card has had. Each refusal appends nothing, and the log stays verifia
 
 import pytest
 
-from apps.artifacts import tasks
 from apps.identity import registry
 from apps.identity.models import Agent
 from apps.ledger.models import Event
 from apps.ledger.verify import verify_group
+from apps.review import tasks
 from mission_weave.protocol.canonical import public_key_b64url
 from tests.integration.artifact_helpers import publish, submitted_json
 from tests.support import Scenario, assert_error, evidence
