@@ -132,13 +132,14 @@ def grace_deadline(lease: Lease, grace_seconds: int) -> datetime:
 
 
 def record(binding: JsonObject, sessions: Mapping[int, str],
-           reconciliation_epoch: int) -> JsonObject:
+           reconciliation_epoch: int | None) -> JsonObject:
     """What the events of a reconciled command say of it: the lease, when it was buffered,
     and the historical and reconciliation sessions (`sessions`: epoch -> session id)."""
     return {"leaseId": binding["leaseId"], "bufferedAt": binding["bufferedAt"],
             "historicalSession": {"sessionId": sessions.get(binding["sessionEpoch"]),
                                   "sessionEpoch": binding["sessionEpoch"]},
-            "reconciliationSession": {"sessionId": sessions.get(reconciliation_epoch),
+            "reconciliationSession": {"sessionId": None if reconciliation_epoch is None
+                                      else sessions.get(reconciliation_epoch),
                                       "sessionEpoch": reconciliation_epoch}}
 
 

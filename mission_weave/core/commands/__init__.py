@@ -12,7 +12,7 @@ a lease). This module holds the command table: per type, the Group roles that ma
 it, what it acts on, and its decision.
 """
 
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from mission_weave.core import manifests
@@ -23,7 +23,7 @@ from ..ranking import Candidate  # noqa: F401 - the facts of an offer candidate
 from ..schemas import check_body
 from ..state import View
 from . import artifacts, authority, execution, missions, offers, review, schedule, targets, usage
-from .base import Command, Context, Draft, Policy, derive_id  # noqa: F401 - the public API
+from .base import Command, Context, Draft, Handler, Policy, derive_id  # noqa: F401 - the public API
 from .execution import revoke_for_session  # noqa: F401
 from .targets import ARTIFACT, GROUP, ITEM, MANIFEST, MISSION, NEW_ITEM, PACKAGE
 
@@ -39,12 +39,12 @@ class Spec:
     rules, the addressed worker, the lease holder, the Mission's owner and coordinator,
     are checked on the target), what it acts on (targets.py) and its decision."""
 
-    roles: frozenset
+    roles: frozenset[str]
     target: str
-    handle: Callable
+    handle: Handler
 
 
-def _spec(roles, target, handle) -> Spec:
+def _spec(roles: Iterable[str], target: str, handle: Handler) -> Spec:
     return Spec(frozenset(roles), target, handle)
 
 
@@ -92,7 +92,7 @@ ROLES = {type_: spec.roles for type_, spec in COMMANDS.items()}
 COMMAND_TYPES = tuple(ROLES)
 
 
-def decide(view: View, command: Command, context: Context) -> list:
+def decide(view: View, command: Command, context: Context) -> list[Draft]:
     spec = COMMANDS.get(command.type)
     if spec is None:
         raise ProtocolError("VALIDATION_ERROR", f"unknown command type {command.type!r}",

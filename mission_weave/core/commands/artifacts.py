@@ -16,15 +16,16 @@ from mission_weave.protocol.canonical import content_hash
 from mission_weave.protocol.errors import ProtocolError
 
 from ..json_types import JsonObject
+from ..state import View
 from .authority import coordinators
-from .base import Draft, derive_id, mission_of, require_lease
+from .base import Command, Context, Draft, derive_id, mission_of, require_lease
 
 # Classifications that may cross into another Group with an approval; `restricted`
 # content never leaves its Group.
 FORWARDABLE = frozenset({"public", "internal", "confidential"})
 
 
-def artifact_publish(view, command, context):
+def artifact_publish(view: View, command: Command, context: Context) -> list[Draft]:
     manifest, facts = command.body, context.facts
     if manifest["groupId"] != facts["groupId"]:
         raise ProtocolError("VALIDATION_ERROR", "body.groupId must be this Group's id",
@@ -93,7 +94,7 @@ def _check_publisher(view, command, manifest, mission_id, coordinator, now) -> N
                             {"path": "body.producer"})
 
 
-def context_publish(view, command, context):
+def context_publish(view: View, command: Command, context: Context) -> list[Draft]:
     package, facts = command.body, context.facts
     if command.agent_id is None or package["generator"] != command.agent_id:
         raise ProtocolError("FORBIDDEN", "a Context Package is published by the Agent that "
@@ -122,7 +123,7 @@ def context_publish(view, command, context):
         mission.id, item_id)]
 
 
-def artifact_approve_forwarding(view, command, context):
+def artifact_approve_forwarding(view: View, command: Command, context: Context) -> list[Draft]:
     """The Organization's approval (§13.3): a human MissionOwner (role owner) of this
     Group approves forwarding one artifact to one Group, recorded as an event of this
     Group's log and on the artifact's record. Approving this Group itself approves the
@@ -165,7 +166,7 @@ def _forwardable(view, name: str) -> JsonObject:
     return record
 
 
-def artifact_forward(view, command, context):
+def artifact_forward(view: View, command: Command, context: Context) -> list[Draft]:
     """Reusable knowledge crosses into another Group only as an explicitly forwarded,
     approved, classified, provenance-bearing artifact: `artifact.forwarded` here and
     `artifact.received` there, in one transaction under both Groups' locks. The approval

@@ -36,6 +36,7 @@ def check(command: Command) -> None:
     command acts on (`command.target`, resolved by decide: never a field it may choose)."""
     if command.type not in OWNER | COORDINATOR | OWNER_OR_COORDINATOR | set(ON_OWN_ACCOUNT):
         return
+    assert command.target is not None, "decide resolves the target first"
     mission = command.target.mission
     if mission is None or command.actor == "system":
         return
@@ -81,7 +82,7 @@ def check_producers(command: Command) -> None:
                 {"path": f"body.evidence[{index}].producer"})
 
 
-def coordinators(mission: Mission) -> list:
+def coordinators(mission: Mission) -> list[str]:
     """The Mission's coordinator and the delegates it names."""
     return [mission.coordinator_id, *(d for d in mission.delegates
                                       if d != mission.coordinator_id)]

@@ -2,6 +2,7 @@
 events it returns, and the checks most commands make. Pure."""
 
 import hashlib
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -10,12 +11,14 @@ from mission_weave.protocol.timefmt import format_time
 
 from .. import dag, fencing, lifecycle, offline_binding
 from ..json_types import JsonObject
+from ..ranking import Candidate
 from ..schemas import check_contract
 from ..state import (
     ACTIVE,
     BLOCKED,
     MISSION_ACTIVE,
     QUEUED,
+    Lease,
     Mission,
     View,
     WorkItem,
@@ -29,7 +32,7 @@ class Command:
     type: str
     actor: str  # principal: agent:<id> | user:<name> | system
     body: JsonObject
-    roles: frozenset = frozenset()
+    roles: frozenset[str] = frozenset()
     work_item_id: str | None = None
     expected_revision: int | None = None
     ownership_epoch: int | None = None
@@ -63,7 +66,7 @@ class Policy:
 class Context:
     now: datetime
     policy: Policy = Policy()
-    candidates: JsonObject = field(default_factory=dict)  # agent id -> Candidate
+    candidates: dict[str, Candidate] = field(default_factory=dict)  # by agent id
     # Facts outside the Group's log that a §13 command is checked against (signing
     # keys, blobs, the target Group of a forwarding): apps/artifacts/facts.py.
     facts: JsonObject = field(default_factory=dict)
@@ -82,6 +85,10 @@ class Draft:
     group_id: str | None = None
 
 
+# A command type's decision: the events to append, or a ProtocolError.
+Handler = Callable[[View, Command, Context], list[Draft]]
+
+
 def derive_id(prefix: str, command_id: str, salt: str = "") -> str:
     """A deterministic id for something a command creates: retries and replays agree."""
     digest = hashlib.sha256(f"{command_id}/{salt}".encode()).hexdigest()[:24]
@@ -95,12 +102,20 @@ def mission_of(view: View, mission_id: str) -> Mission:
     return mission
 
 
+def parent_item(view: View, mission: Mission) -> WorkItem | None:
+    """The WorkItem a child Mission was created for, if the view holds it."""
+    parent_id = mission.parent_work_item_id
+    return view.items.get(parent_id) if parent_id is not None else None
+
+
 def active_mission(view: View, mission_id: str) -> Mission:
     return _active(mission_of(view, mission_id))
 
 
 def target_mission(command: Command) -> Mission:
     """The Mission the command acts on (targets.py), which must still be active."""
+    assert command.target is not None and command.target.mission is not None, \
+        "decide resolved a target with a Mission"
     return _active(command.target.mission)
 
 
@@ -143,6 +158,8 @@ def reconciled_item(view: View, command: Command, context: Context) -> WorkItem:
 
 def _found_item(view: View, command: Command) -> WorkItem:
     """The WorkItem the command acts on, as `decide` resolved it (targets.py)."""
+    assert command.target is not None and command.target.item is not None, \
+        "decide resolved the WorkItem"
     item = command.target.item
     if command.expected_revision is not None and command.expected_revision != item.revision:
         raise ProtocolError(
@@ -152,12 +169,12 @@ def _found_item(view: View, command: Command) -> WorkItem:
     return item
 
 
-def dependency_states(view: View, item: WorkItem) -> list:
+def dependency_states(view: View, item: WorkItem) -> list[str]:
     """The states of the item's dependencies that are in the view (see `missing_dependencies`)."""
     return [view.items[dep].state for dep in item.depends_on if dep in view.items]
 
 
-def missing_dependencies(view: View, item: WorkItem) -> list:
+def missing_dependencies(view: View, item: WorkItem) -> list[str]:
     """The item's dependencies that the view does not hold. A dependency the caller did
     not load is unknown, never met: a decision that would pass on it must refuse instead."""
     return [dep for dep in item.depends_on if dep not in view.items]
@@ -182,7 +199,7 @@ def require_dependencies(view: View, item: WorkItem) -> None:
             + (f"; not known here: {', '.join(missing)}" if missing else ""), details)
 
 
-def fence_expired_owner(item: WorkItem, now: datetime) -> list:
+def fence_expired_owner(item: WorkItem, now: datetime) -> list[Draft]:
     """What an offer of `item` appends first when its owner is no longer live (§10.2: "an
     expired owner is fenced first"): `lease.expired` if its lease is still open, then
     `work.ownership_expired`. [] without an owner; TRANSITION_NOT_PERMITTED while the
@@ -198,7 +215,7 @@ def fence_expired_owner(item: WorkItem, now: datetime) -> list:
     drafts = []
     if item.live_lease is not None:
         drafts.append(item_draft(item, "lease.expired",
-                                 {"leaseId": item.lease.id, "reason": "timeout"}))
+                                 {"leaseId": item.live_lease.id, "reason": "timeout"}))
     reason = {QUEUED: "start_by", ACTIVE: "lease", BLOCKED: "blocked_lease"}.get(item.state,
                                                                                 "fenced")
     drafts.append(item_draft(item, "work.ownership_expired", {
@@ -213,7 +230,7 @@ def require_lease(item: WorkItem, command: Command, now: datetime) -> None:
                         command.session_epoch, now)
 
 
-def bounded_seconds(value, default: int, maximum: int, name: str) -> int:
+def bounded_seconds(value: int | None, default: int, maximum: int, name: str) -> int:
     seconds = default if value is None else value
     if seconds > maximum:
         raise ProtocolError("VALIDATION_ERROR", f"body.{name} may be at most {maximum} seconds",
@@ -225,17 +242,24 @@ def after(now: datetime, seconds: int) -> str:
     return format_time(now + timedelta(seconds=seconds))
 
 
+def lease_of(item: WorkItem) -> Lease:
+    """The item's lease, where the command's checks have made sure it has one (fencing, a
+    live owner, a reconciled binding)."""
+    assert item.lease is not None, f"WorkItem {item.id} has no lease"
+    return item.lease
+
+
 def item_draft(item: WorkItem, type_: str, data: JsonObject) -> Draft:
     return Draft(type_, data, item.mission_id, item.id)
 
 
-def release(item: WorkItem, context: Context, reason: str) -> list:
+def release(item: WorkItem, context: Context, reason: str) -> list[Draft]:
     """Revoke the live lease and withdraw the live offers of an item that is being taken
     away from its workers (failure, cancellation, child Mission, fencing)."""
     drafts = []
     if item.live_lease is not None:
         drafts.append(item_draft(item, "lease.revoked",
-                                 {"leaseId": item.lease.id, "reason": reason}))
+                                 {"leaseId": item.live_lease.id, "reason": reason}))
     live = [o.agent_id for o in item.live_offers(context.now)]
     if live:
         drafts.append(item_draft(item, "work.offer_withdrawn",
@@ -266,11 +290,12 @@ def check_new_contract(view: View, mission: Mission, contract: JsonObject, item_
     return {**contract, "revision": revision}
 
 
-def edges_of(view: View, mission: Mission) -> JsonObject:
+def edges_of(view: View, mission: Mission) -> dict[str, tuple[str, ...]]:
     return {i: view.items[i].depends_on for i in mission.work_items if i in view.items}
 
 
-def new_id(view_ids, command: Command, given, prefix: str, what: str) -> str:
+def new_id(view_ids: Container[str], command: Command, given: str | None, prefix: str,
+           what: str) -> str:
     new_id = given or derive_id(prefix, command.id)
     if new_id in view_ids:
         raise ProtocolError("VALIDATION_ERROR", f"a {what} with id {new_id} already exists",

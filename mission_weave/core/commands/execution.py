@@ -2,6 +2,7 @@
 capability tokens, progress, checkpoint, block, submission, review, failure,
 cancellation, preemption, the Conversation, and session replacement."""
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from mission_weave.protocol.errors import ProtocolError
@@ -19,6 +20,10 @@ from ..state import (
 )
 from . import authority, review
 from .base import (
+    Command,
+    Context,
+    Draft,
+    Handler,
     Policy,
     active_mission,
     after,
@@ -26,6 +31,7 @@ from .base import (
     derive_id,
     held_item,
     item_draft,
+    lease_of,
     reconciled_item,
     release,
     require_dependencies,
@@ -35,7 +41,7 @@ from .base import (
 from .missions import end_child_missions
 
 
-def _awaiting_execution_approval(view, command):
+def _awaiting_execution_approval(view: View, command: Command) -> WorkItem:
     """The target WorkItem, whose contract asks for an execution approval not yet given."""
     item = target_item(view, command)
     if not item.contract["risk"]["requiresExecutionApproval"]:
@@ -47,14 +53,14 @@ def _awaiting_execution_approval(view, command):
     return item
 
 
-def approval_grant_execution(view, command, context):
+def approval_grant_execution(view: View, command: Command, context: Context) -> list[Draft]:
     item = _awaiting_execution_approval(view, command)
     return [item_draft(item, "approval.execution_granted", {
         "by": command.actor, "contractRevision": item.contract_revision,
         "comment": command.body.get("comment")})]
 
 
-def approval_refuse_execution(view, command, context):
+def approval_refuse_execution(view: View, command: Command, context: Context) -> list[Draft]:
     """The MissionOwner will not let this revision run (recorded, for the Coordinator,
     who may revise the contract or cancel); the start gate stays shut, and a later
     grant may still open it."""
@@ -69,7 +75,7 @@ def _capability_token(lease_id: str, scopes: capabilities.Scopes, expires_at: da
     return capabilities.descriptor(derive_id("cap", lease_id, salt), lease_id, scopes, expires_at)
 
 
-def work_start(view, command, context):
+def work_start(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     active_mission(view, item.mission_id)
     fencing.check_ownership(item, command.agent_id, command.ownership_epoch, context.now)
@@ -102,7 +108,7 @@ def work_start(view, command, context):
             lease_id, capabilities.contract_scopes(item.contract), expires_at, command.id)})]
 
 
-def lease_renew(view, command, context):
+def lease_renew(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command, fenced_at=context.now)
     policy = context.policy
     seconds = bounded_seconds(command.body.get("leaseSeconds"), policy.default_lease_seconds,
@@ -111,22 +117,22 @@ def lease_renew(view, command, context):
     # The renewal's token keeps the held scopes (a narrowing is never undone by renewing);
     # earlier tokens stay valid until their own, earlier, lease boundary.
     return [item_draft(item, "lease.renewed", {
-        "leaseId": item.lease.id, "expiresAt": format_time(expires_at),
+        "leaseId": lease_of(item).id, "expiresAt": format_time(expires_at),
         "ownershipEpoch": item.ownership_epoch,
-        "capabilityToken": _capability_token(item.lease.id, capabilities.held_scopes(item),
+        "capabilityToken": _capability_token(lease_of(item).id, capabilities.held_scopes(item),
                                              expires_at, command.id)})]
 
 
-def reissue_token(event_type: str):
+def reissue_token(event_type: str) -> Handler:
     """capability.rotate / capability.narrow: the lease holder gets a new token for the
     same lease, with the held scopes or a subset of them, and every token it held for the
     lease is revoked (§11.3: rotatable and narrowable while the lease lives)."""
-    def handle(view, command, context):
+    def handle(view: View, command: Command, context: Context) -> list[Draft]:
         item = target_item(view, command, fenced_at=context.now)
         held = capabilities.held_scopes(item)
         requested = command.body.get("scopes")
         scopes = capabilities.narrowed(held, requested) if requested is not None else held
-        lease = item.lease
+        lease = lease_of(item)
         expires_at = capabilities.expiry(lease.expires_at, context.now,
                                          command.body.get("expiresInSeconds"))
         return [item_draft(item, event_type, {
@@ -136,21 +142,21 @@ def reissue_token(event_type: str):
     return handle
 
 
-def work_progress(view, command, context):
+def work_progress(view: View, command: Command, context: Context) -> list[Draft]:
     item = held_item(view, command, context)
     return [item_draft(item, "work.progress_reported",
-                       {"leaseId": item.lease.id, "progress": command.body})]
+                       {"leaseId": lease_of(item).id, "progress": command.body})]
 
 
-def work_checkpoint(view, command, context):
+def work_checkpoint(view: View, command: Command, context: Context) -> list[Draft]:
     item = held_item(view, command, context)
     return [item_draft(item, "work.checkpointed", {
-        "leaseId": item.lease.id, "progress": command.body["progress"],
+        "leaseId": lease_of(item).id, "progress": command.body["progress"],
         "stateArtifact": command.body.get("stateArtifact"),
         "startBy": after(context.now, context.policy.start_window_seconds)})]
 
 
-def work_block(view, command, context):
+def work_block(view: View, command: Command, context: Context) -> list[Draft]:
     item = held_item(view, command, context)
     policy = context.policy
     seconds = bounded_seconds(command.body.get("blockedLeaseSeconds"),
@@ -160,14 +166,14 @@ def work_block(view, command, context):
     # The checkpoint is a work.checkpoint body (PROTOCOL §2), carried whole: its
     # stateArtifact, like a work.checkpoint's, is the point to resume from.
     return [item_draft(item, "work.blocked", {
-        "leaseId": item.lease.id,
+        "leaseId": lease_of(item).id,
         "checkpoint": {"progress": checkpoint["progress"],
                        "stateArtifact": checkpoint.get("stateArtifact")},
         "requiredResolution": command.body["requiredResolution"],
         "blockedUntil": after(context.now, seconds)})]
 
 
-def work_unblock(view, command, context):
+def work_unblock(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     active_mission(view, item.mission_id)
     if item.child_mission_id:
@@ -182,7 +188,7 @@ def work_unblock(view, command, context):
     return [item_draft(item, "work.unblocked", data)]
 
 
-def work_submit(view, command, context):
+def work_submit(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command, fenced_at=context.now)
     body = command.body
     if body["contractRevision"] != item.contract_revision:
@@ -193,13 +199,14 @@ def work_submit(view, command, context):
     _check_evidence_covers(item, body["evidence"])
     _check_deliverables(view, item, body)
     # Who submitted under which Ownership Epoch: its Evidence is never reviewed by it.
+    lease = lease_of(item)
     return [item_draft(item, "work.submitted", {
-        "leaseId": item.lease.id, "contractRevision": item.contract_revision,
+        "leaseId": lease.id, "contractRevision": item.contract_revision,
         "artifacts": body.get("artifacts", []), "evidence": body["evidence"],
-        "agentId": item.lease.agent_id, "ownershipEpoch": item.lease.ownership_epoch})]
+        "agentId": lease.agent_id, "ownershipEpoch": lease.ownership_epoch})]
 
 
-def _check_deliverables(view, item: WorkItem, body: JsonObject) -> None:
+def _check_deliverables(view: View, item: WorkItem, body: JsonObject) -> None:
     """§13.1, §13.2: a deliverable is an artifact published in this Group for this
     WorkItem (a signed manifest, artifact.publish, naming it). Whatever the submission
     offers as one is held to that: its `artifacts`, and the artifacts of its Evidence
@@ -242,7 +249,7 @@ def _check_deliverable(record: JsonObject | None, name: str, path: str, item: Wo
                         "a deliverable", {"path": path, "hash": name})
 
 
-def _check_evidence_covers(item: WorkItem, evidence: list) -> None:
+def _check_evidence_covers(item: WorkItem, evidence: Sequence[JsonObject]) -> None:
     criteria = item.criteria_ids
     cited = {c for record in evidence for c in record["criteria"]}
     unknown = sorted(cited - set(criteria))
@@ -257,7 +264,7 @@ def _check_evidence_covers(item: WorkItem, evidence: list) -> None:
                             {"missingCriteria": missing})
 
 
-def work_accept_result(view, command, context):
+def work_accept_result(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     active_mission(view, item.mission_id)
     review.check_not_own_work(item, command)
@@ -272,7 +279,7 @@ def work_accept_result(view, command, context):
         "review": review.acceptance(item, evidence)})]
 
 
-def work_fail(view, command, context):
+def work_fail(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     coordinators = authority.coordinators(view.missions[item.mission_id])
     if command.actor not in coordinators:
@@ -298,7 +305,7 @@ def work_fail(view, command, context):
         "exhausted": outcome.exhausted, "exhaustedBy": outcome.exhausted_by})]
 
 
-def work_cancel(view, command, context):
+def work_cancel(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     reason = command.body.get("reason") or "cancelled"
     drafts = end_child_missions(view, item, "work.cancelled", command, context)
@@ -306,17 +313,18 @@ def work_cancel(view, command, context):
         item_draft(item, "work.cancelled", {"reason": reason, "by": command.actor})]
 
 
-def work_request_preemption(view, command, context):
+def work_request_preemption(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     if not fencing.owner_is_live(item, context.now):
         raise ProtocolError("TRANSITION_NOT_PERMITTED",
                             f"WorkItem {item.id} has no live lease to preempt")
+    lease = lease_of(item)
     return [item_draft(item, "work.preemption_requested", {
-        "leaseId": item.lease.id, "agentId": item.lease.agent_id,
+        "leaseId": lease.id, "agentId": lease.agent_id,
         "reason": command.body.get("reason")})]
 
 
-def conversation_post(view, command, context):
+def conversation_post(view: View, command: Command, context: Context) -> list[Draft]:
     # A message buffered offline is a report of the work under its lease (§11.5).
     item = (target_item(view, command) if command.offline is None
             else reconciled_item(view, command, context))
@@ -344,7 +352,8 @@ def conversation_post(view, command, context):
     return [item_draft(item, "conversation.message_posted", data)]
 
 
-def revoke_for_session(view: View, agent_id: str, now: datetime, policy: Policy) -> list:
+def revoke_for_session(view: View, agent_id: str, now: datetime,
+                       policy: Policy) -> list[Draft]:
     """A replacement session revokes the agent's open leases; each WorkItem returns to
     `queued` under the same owner before the new runtime may start it (§11.3).
 
@@ -362,15 +371,16 @@ def revoke_for_session(view: View, agent_id: str, now: datetime, policy: Policy)
     context = Context(now=now, policy=policy)
     drafts = []
     for item in view.items.values():
-        if item.state != ACTIVE or not item.live_lease or item.lease.agent_id != agent_id:
+        lease = item.live_lease
+        if item.state != ACTIVE or not lease or lease.agent_id != agent_id:
             continue
-        if now >= item.lease.expires_at:
+        if now >= lease.expires_at:
             if item.mission_id in view.missions:
                 drafts += sweep.decide(view, context, dispatch.redispatch, [item.id])
             continue
         # `reconnection`: what the Agent buffered offline before now may still be
         # reconciled against this lease (§11.5); no other revocation allows that.
         drafts.append(item_draft(item, "lease.revoked", {
-            "leaseId": item.lease.id, "reason": "session replaced", "reconnection": True,
+            "leaseId": lease.id, "reason": "session replaced", "reconnection": True,
             "returnTo": QUEUED, "startBy": start_by}))
     return drafts

@@ -2,6 +2,8 @@
 cancellation; the proposal, authorization and revision of WorkItems."""
 
 
+from datetime import datetime
+
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
@@ -14,24 +16,28 @@ from ..state import (
     UNFINISHED,
     VERIFIED,
     Mission,
+    View,
     WorkItem,
 )
 from .base import (
     Command,
+    Context,
     Draft,
+    Handler,
     active_mission,
     check_new_contract,
     derive_id,
     edges_of,
     item_draft,
     new_id,
+    parent_item,
     release,
     target_item,
     target_mission,
 )
 
 
-def mission_create(view, command, context):
+def mission_create(view: View, command: Command, context: Context) -> list[Draft]:
     body = command.body
     mission_id = new_id(view.missions, command, body.get("missionId"), "msn", "Mission")
     _check_named_members(body, context.facts.get("roles", {}))
@@ -65,7 +71,7 @@ def _check_named_members(body: JsonObject, roles: JsonObject) -> None:
                             {"path": "body.ownerId"})
 
 
-def mission_create_child(view, command, context):
+def mission_create_child(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     parent = active_mission(view, item.mission_id)
     if item.child_mission_id:
@@ -82,14 +88,15 @@ def mission_create_child(view, command, context):
     return release(item, context, "child Mission created") + [created]
 
 
-def _child_approval_evidence(item: WorkItem, mission: Mission, command: Command, now) -> JsonObject:
+def _child_approval_evidence(item: WorkItem, mission: Mission, command: Command,
+                             now: datetime) -> JsonObject:
     return {"id": derive_id("ev", command.id, item.id), "subject": f"mission:{mission.id}",
             "criteria": list(item.criteria_ids), "method": "child-mission-approval",
             "result": "approved", "producer": command.actor, "timestamp": format_time(now),
             "artifacts": []}
 
 
-def mission_approve(view, command, context):
+def mission_approve(view: View, command: Command, context: Context) -> list[Draft]:
     mission = target_mission(command)
     unfinished = [i for i in mission.work_items
                   if view.items[i].state not in (VERIFIED, CANCELLED)]
@@ -103,7 +110,7 @@ def mission_approve(view, command, context):
                             "to approve (fail or cancel it instead)", {"verified": 0})
     drafts = [Draft("mission.approved", {"by": command.actor,
                                          "comment": command.body.get("comment")}, mission.id)]
-    parent = view.items.get(mission.parent_work_item_id)
+    parent = parent_item(view, mission)
     if parent is not None and parent.child_mission_id == mission.id:
         lifecycle.permitted(parent.state, "child mission approval")
         evidence = _child_approval_evidence(parent, mission, command, context.now)
@@ -113,7 +120,7 @@ def mission_approve(view, command, context):
     return drafts
 
 
-def mission_refuse_approval(view, command, context):
+def mission_refuse_approval(view: View, command: Command, context: Context) -> list[Draft]:
     """Not approved, yet: the reasons are recorded for the Coordinator and the Mission
     stays active for more work (to end it, mission.fail or mission.cancel)."""
     body = command.body
@@ -129,13 +136,13 @@ def mission_refuse_approval(view, command, context):
                                                "workItems": items}, mission.id)]
 
 
-def mission_end(event_type: str, item_event: str, child_failed: bool):
-    def handle(view, command, context):
+def mission_end(event_type: str, item_event: str, child_failed: bool) -> Handler:
+    def handle(view: View, command: Command, context: Context) -> list[Draft]:
         mission = target_mission(command)
         reason = command.body.get("reason") or f"Mission {mission.id} {event_type.split('.')[1]}"
         drafts = _end_work_of(view, mission, item_event, command, context, reason, {mission.id})
         drafts.append(Draft(event_type, {"by": command.actor, "reason": reason}, mission.id))
-        parent = view.items.get(mission.parent_work_item_id)
+        parent = parent_item(view, mission)
         if child_failed and parent is not None and parent.child_mission_id == mission.id:
             drafts.append(_parent_of_failed_child(parent, mission, command, context, reason))
         return drafts
@@ -147,7 +154,7 @@ def mission_end(event_type: str, item_event: str, child_failed: bool):
 MISSION_ENDING = {"work.cancelled": "mission.cancelled", "work.failed": "mission.failed"}
 
 
-def child_missions(view, item_id: str) -> list:
+def child_missions(view: View, item_id: str) -> list[Mission]:
     """The active child Missions of WorkItem `item_id` (the shell loads every descendant
     of the WorkItems a work.cancel, work.fail, mission.cancel or mission.fail ends)."""
     return sorted((m for m in view.missions.values()
@@ -155,14 +162,14 @@ def child_missions(view, item_id: str) -> list:
                   key=lambda m: m.id)
 
 
-def end_child_missions(view, item: WorkItem, item_event: str, command, context,
-                       seen: set | None = None) -> list:
+def end_child_missions(view: View, item: WorkItem, item_event: str, command: Command,
+                       context: Context, seen: set[str] | None = None) -> list[Draft]:
     """The drafts that end every active child Mission of `item`, recursively and deepest
     first: a child's unfinished WorkItems (and their own child Missions) are ended as
     mission_end ends a Mission's, then `mission.cancelled` / `mission.failed` of the child.
     Each draft applies cleanly in order, and nothing of the ended tree stays live."""
     seen = set() if seen is None else seen
-    drafts = []
+    drafts: list[Draft] = []
     for child in child_missions(view, item.id):
         if child.id in seen:
             continue
@@ -175,11 +182,11 @@ def end_child_missions(view, item: WorkItem, item_event: str, command, context,
     return drafts
 
 
-def _end_work_of(view, mission: Mission, item_event: str, command, context, reason: str,
-                 seen: set) -> list:
+def _end_work_of(view: View, mission: Mission, item_event: str, command: Command,
+                 context: Context, reason: str, seen: set[str]) -> list[Draft]:
     """End the unfinished WorkItems of an ending Mission, each after its child Missions
     (those of a finished WorkItem too: nothing under an ended Mission stays active)."""
-    drafts = []
+    drafts: list[Draft] = []
     for item_id in mission.work_items:
         item = view.items[item_id]
         drafts += end_child_missions(view, item, item_event, command, context, seen)
@@ -191,7 +198,8 @@ def _end_work_of(view, mission: Mission, item_event: str, command, context, reas
     return drafts
 
 
-def _parent_of_failed_child(parent: WorkItem, mission: Mission, command, context, reason) -> Draft:
+def _parent_of_failed_child(parent: WorkItem, mission: Mission, command: Command,
+                            context: Context, reason: str) -> Draft:
     if parent.child_failure_policy == "fail":
         evidence = {**_child_approval_evidence(parent, mission, command, context.now),
                     "method": "child-mission-outcome", "result": f"child Mission failed: {reason}"}
@@ -202,7 +210,7 @@ def _parent_of_failed_child(parent: WorkItem, mission: Mission, command, context
                       {"childMissionId": mission.id, "policy": "block", "reason": reason})
 
 
-def work_propose(view, command, context):
+def work_propose(view: View, command: Command, context: Context) -> list[Draft]:
     body = command.body
     mission = target_mission(command)
     proposal_id = new_id(view.proposals, command, body.get("proposalId"), "prp", "Work Proposal")
@@ -211,7 +219,7 @@ def work_propose(view, command, context):
                                     "proposer": command.actor}, mission.id)]
 
 
-def work_authorize(view, command, context):
+def work_authorize(view: View, command: Command, context: Context) -> list[Draft]:
     body = command.body
     mission = target_mission(command)
     item_id = new_id(view.items, command, body.get("workItemId"), "wi", "WorkItem")
@@ -231,7 +239,7 @@ def work_authorize(view, command, context):
                                       "contract": contract}, mission.id, item_id)]
 
 
-def work_revise_contract(view, command, context):
+def work_revise_contract(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     mission = active_mission(view, item.mission_id)
     revision = item.contract_revision + 1

@@ -11,10 +11,11 @@ from mission_weave.protocol.timefmt import format_time, parse_time
 from .. import dispatch, fencing, ranking
 from ..json_types import JsonObject
 from ..ranking import Candidate
-from ..state import QUEUED, WorkItem
+from ..state import QUEUED, View, WorkItem
 from .base import (
     Command,
     Context,
+    Draft,
     active_mission,
     after,
     item_draft,
@@ -101,7 +102,7 @@ def _auto_placement(item: WorkItem, body: JsonObject, context: Context) -> tuple
     return ranked[:1], [entry["agentId"] for entry in ranked[1:]]
 
 
-def work_offer(view, command, context):
+def work_offer(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     active_mission(view, item.mission_id)
     # §11.4's attempt, backoff, cost and deadline budgets limit AUTOMATIC retries only
@@ -154,7 +155,7 @@ def _own_live_offer(item: WorkItem, command: Command, now):
     return offer
 
 
-def work_decline_offer(view, command, context):
+def work_decline_offer(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     _own_live_offer(item, command, context.now)
     declined = [item_draft(item, "work.offer_declined", {"agentId": command.agent_id,
@@ -164,7 +165,7 @@ def work_decline_offer(view, command, context):
     return declined + dispatch.after(view, declined, context)
 
 
-def work_accept_offer(view, command, context):
+def work_accept_offer(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     active_mission(view, item.mission_id)
     revision = command.body["contractRevision"]

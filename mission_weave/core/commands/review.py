@@ -2,12 +2,14 @@
 server appends for itself (apps/artifacts/tasks.py runs them), and what the review asks of
 `work.accept_result`. The evaluation itself is mission_weave/core/evidence_review.py. Pure."""
 
+from collections.abc import Callable, Sequence
+
 from mission_weave.core import evidence_review as evaluation
 from mission_weave.protocol.errors import ProtocolError
 
 from ..json_types import JsonObject
-from ..state import SUBMITTED, WorkItem
-from .base import item_draft, target_item
+from ..state import SUBMITTED, View, WorkItem
+from .base import Command, Context, Draft, item_draft, target_item
 
 
 def current_review(item: WorkItem | None, submission_revision: int) -> JsonObject | None:
@@ -21,32 +23,36 @@ def current_review(item: WorkItem | None, submission_revision: int) -> JsonObjec
     return item.review
 
 
-def review_step(item_id: str, submission_revision: int, event_type: str, outcome=None):
+def review_step(item_id: str, submission_revision: int, event_type: str,
+                outcome: Callable[[WorkItem], JsonObject] | None = None,
+                ) -> Callable[[View], list[Draft]]:
     """The system decision for one pipeline step (pipeline.submit_system): its event, or
     nothing when the submission is no longer current or the step is already recorded, so
     that a retried or duplicated task appends nothing. `outcome(item)` gives the step's
     data; the evaluation is computed here, from what the review holds under the lock."""
     key = evaluation.STEP_KEYS[event_type]
 
-    def decide(view) -> list:
+    def decide(view: View) -> list[Draft]:
         item = view.items.get(item_id)
         review = current_review(item, submission_revision)
-        if review is None:
+        if item is None or review is None:
             return []
         if event_type == evaluation.EVALUATED:
+            assert item.submission is not None, "a current review has its submission"
             data = evaluation.evaluate(item.contract, item.submission, review)
             if review.get(key) == data:
                 return []
         elif review.get(key) is not None:
             return []
         else:
+            assert outcome is not None, "every step but the evaluation has an outcome"
             data = outcome(item)
         return [item_draft(item, event_type, {"submissionRevision": submission_revision,
                                               **data})]
     return decide
 
 
-def evidence_record(view, command, context):
+def evidence_record(view: View, command: Command, context: Context) -> list[Draft]:
     """Reviewer-Agent Evidence for the current submission (a reviewer or coordinator)."""
     item = target_item(view, command)
     body = command.body
@@ -56,6 +62,7 @@ def evidence_record(view, command, context):
                             {"path": "body.workItemId"})
     check_not_own_work(item, command)
     review = item.review or {}
+    assert item.submission is not None, "a submitted WorkItem has its submission"
     known = {e["id"] for e in item.submission["evidence"]} | {
         e["id"] for e in review.get("reviewerEvidence", [])}
     criteria = set(item.criteria_ids)
@@ -74,11 +81,12 @@ def submitter(item: WorkItem) -> str | None:
     item is `submitted`)."""
     submission = item.submission or {}
     if "agentId" in submission:
-        return submission["agentId"]
+        agent: str = submission["agentId"]
+        return agent
     return item.lease.agent_id if item.lease is not None else None
 
 
-def check_not_own_work(item: WorkItem, command) -> None:
+def check_not_own_work(item: WorkItem, command: Command) -> None:
     """§13.2: reviewer Evidence and the acceptance come from someone else than the one
     whose work it is, whatever roles it also holds (worker and reviewer, or coordinator)."""
     agent = command.agent_id
@@ -93,7 +101,8 @@ def check_not_own_work(item: WorkItem, command) -> None:
                                  else None)})
 
 
-def _check_record(record: JsonObject, path: str, actor: str, criteria: set, known: set) -> None:
+def _check_record(record: JsonObject, path: str, actor: str, criteria: set[str],
+                  known: set[str]) -> None:
     if record["producer"] != actor:
         raise ProtocolError("FORBIDDEN", f"{path}.producer must be you ({actor}): Evidence is "
                             "recorded by the principal that produced it",
@@ -123,7 +132,7 @@ def reevaluated(item: WorkItem) -> JsonObject:
     return evaluation.evaluate(item.contract, item.submission or {}, item.review or {})
 
 
-def reevaluation(item: WorkItem) -> list:
+def reevaluation(item: WorkItem) -> list[Draft]:
     """`review.evaluated` of the evaluation work.accept_result decides on, when the
     automatic steps have run and it differs from the stored one; [] otherwise."""
     review = item.review
@@ -166,7 +175,7 @@ def override(item: WorkItem) -> JsonObject:
                         if verdicts[c] == "fail" or result["integrity"] == "fail"]}
 
 
-def acceptance(item: WorkItem, evidence: list) -> JsonObject:
+def acceptance(item: WorkItem, evidence: Sequence[JsonObject]) -> JsonObject:
     """What `work.accept_result` records of the review, or why it is refused.
 
     §13.2: "A Worker's claim of completion is insufficient." The Coordinator decides on

@@ -7,10 +7,11 @@ from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import parse_time
 
 from .. import fencing
-from .base import item_draft, target_item
+from ..state import View
+from .base import Command, Context, Draft, item_draft, target_item
 
 
-def schedule_disclose(view, command, context):
+def schedule_disclose(view: View, command: Command, context: Context) -> list[Draft]:
     item = target_item(view, command)
     if item.owner is None or item.owner != command.agent_id:
         raise ProtocolError("FORBIDDEN",

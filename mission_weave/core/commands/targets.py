@@ -20,11 +20,15 @@ The kinds, and where the object is named:
 Pure."""
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from mission_weave.protocol.errors import ProtocolError
 
 from ..json_types import JsonObject
 from ..state import Mission, View, WorkItem
+
+if TYPE_CHECKING:  # base imports this module
+    from .base import Command
 
 GROUP, MISSION, NEW_ITEM, ITEM = "group", "mission", "new_item", "item"
 MANIFEST, PACKAGE, ARTIFACT = "manifest", "package", "artifact"
@@ -52,16 +56,16 @@ class Target:
     artifact: JsonObject | None = None
 
 
-def resolve(kind: str, view: View, command) -> Target:
+def resolve(kind: str, view: View, command: "Command") -> Target:
     return _RESOLVERS[kind](view, command, command.body)
 
 
-def _group(view, command, body) -> Target:
+def _group(view: View, command: "Command", body: JsonObject) -> Target:
     _no_envelope_item(command, "it creates a Mission")
     return Target(GROUP)
 
 
-def _mission(view, command, body) -> Target:
+def _mission(view: View, command: "Command", body: JsonObject) -> Target:
     mission = _known_mission(view, body["missionId"], "body.missionId")
     if command.work_item_id is not None and command.work_item_id not in mission.work_items:
         raise _disagree("workItemId", command.work_item_id, "body.missionId", mission.id,
@@ -69,7 +73,7 @@ def _mission(view, command, body) -> Target:
     return Target(MISSION, mission)
 
 
-def _new_item(view, command, body) -> Target:
+def _new_item(view: View, command: "Command", body: JsonObject) -> Target:
     mission = _known_mission(view, body["missionId"], "body.missionId")
     if command.work_item_id is not None and command.work_item_id != body.get("workItemId"):
         raise _disagree("workItemId", command.work_item_id, "body.workItemId",
@@ -77,7 +81,7 @@ def _new_item(view, command, body) -> Target:
     return Target(NEW_ITEM, mission)
 
 
-def _item(view, command, body) -> Target:
+def _item(view: View, command: "Command", body: JsonObject) -> Target:
     if not command.work_item_id:
         raise ProtocolError("VALIDATION_ERROR", f"{command.type} needs workItemId",
                             {"path": "workItemId"})
@@ -91,16 +95,17 @@ def _item(view, command, body) -> Target:
     return Target(ITEM, view.missions[item.mission_id], item)
 
 
-def _manifest(view, command, body) -> Target:
+def _manifest(view: View, command: "Command", body: JsonObject) -> Target:
     # The lease holder names its WorkItem in the envelope, as every lease command does.
     return _scoped(view, command, body, "body", envelope_names_it=True)
 
 
-def _package(view, command, body) -> Target:
+def _package(view: View, command: "Command", body: JsonObject) -> Target:
     return _scoped(view, command, body["scope"], "body.scope", envelope_names_it=False)
 
 
-def _scoped(view, command, scope: JsonObject, path: str, envelope_names_it: bool) -> Target:
+def _scoped(view: View, command: "Command", scope: JsonObject, path: str,
+            envelope_names_it: bool) -> Target:
     """A §13 document's own scope: its Mission and, unless null, its WorkItem. The
     envelope's workItemId is the scope's (or, where it need not name it, absent)."""
     mission = _known_mission(view, scope["missionId"], f"{path}.missionId")
@@ -118,7 +123,7 @@ def _scoped(view, command, scope: JsonObject, path: str, envelope_names_it: bool
     return Target(ITEM, mission, item)
 
 
-def _artifact(view, command, body) -> Target:
+def _artifact(view: View, command: "Command", body: JsonObject) -> Target:
     _no_envelope_item(command, "it acts on an artifact of the Group")
     record = view.artifacts.get(body["hash"])
     if record is None:
@@ -146,13 +151,14 @@ def _known_item(view: View, item_id: str, path: str) -> WorkItem:
     return item
 
 
-def _no_envelope_item(command, why: str) -> None:
+def _no_envelope_item(command: "Command", why: str) -> None:
     if command.work_item_id is not None:
         raise ProtocolError("VALIDATION_ERROR", f"{command.type} names no WorkItem ({why}): "
                             "leave out the envelope's workItemId", {"path": "workItemId"})
 
 
-def _disagree(path: str, value, other_path: str, other, why: str) -> ProtocolError:
+def _disagree(path: str, value: object, other_path: str, other: object,
+              why: str) -> ProtocolError:
     """`path` is the field refused (details.path); `paths` names both."""
     return ProtocolError(
         "VALIDATION_ERROR", f"{path} {value} and {other_path} {other} name different "
