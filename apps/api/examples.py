@@ -13,6 +13,8 @@ import base64
 import copy
 import hashlib
 
+from mission_weave.core.json_types import JsonObject
+
 EXAMPLE_NOW = "2026-11-29T08:00:00Z"  # every time below is relative to this `issuedAt`
 
 GROUP = "grp_acme-research"
@@ -74,7 +76,7 @@ SELF_CHECK = [
               "2026-11-29T07:58:40Z"),
     _evidence("ev-w7-ac2", WORKER, ["ac2"], "word-count", "pass: 412 words",
               "2026-11-29T07:58:41Z")]
-MANIFEST = {
+MANIFEST: JsonObject = {
     "hash": DELIVERABLE_HASH, "mediaType": "text/markdown", "schema": None,
     "size": len(DELIVERABLE), "producer": "worker-7", "agentCardVersion": "1",
     "missionId": MISSION, "groupId": GROUP, "workItemId": WORK_ITEM, "sources": [],
@@ -95,7 +97,7 @@ CONTEXT_PACKAGE = {
 ITEM = {"workItemId": WORK_ITEM}
 HOLDER = {"workItemId": WORK_ITEM, "ownershipEpoch": 1, "leaseId": LEASE}
 OWNED = {"workItemId": WORK_ITEM, "ownershipEpoch": 1}
-COMMANDS = {
+COMMANDS: dict[str, tuple[str, JsonObject, JsonObject]] = {
     "mission.create": (COORDINATOR, {}, {
         "title": "Q3 board pack", "ownerId": OWNER, "coordinatorId": COORDINATOR,
         "budgets": {"financial": {"amount": "250.00", "currency": "USD"},
@@ -188,9 +190,9 @@ def example(command_type: str) -> dict:
         body["signature"] = _placeholder_signature(SIGNED_BODIES[command_type],
                                                    f"body/{command_type}")
     number = hashlib.sha256(command_type.encode()).hexdigest()
-    envelope = {"id": f"0193a5e2-{number[:4]}-7{number[4:7]}-9{number[7:10]}-{number[10:22]}",
-                "type": command_type, "groupId": GROUP, "actor": actor,
-                "issuedAt": EXAMPLE_NOW}
+    envelope: JsonObject = {
+        "id": f"0193a5e2-{number[:4]}-7{number[4:7]}-9{number[7:10]}-{number[10:22]}",
+        "type": command_type, "groupId": GROUP, "actor": actor, "issuedAt": EXAMPLE_NOW}
     if actor.startswith("agent:"):
         envelope["sessionEpoch"] = 3
     envelope["membershipEpoch"] = 1

@@ -32,6 +32,7 @@ from apps.ledger.envelope import ENVELOPE
 from mission_weave.core import commands, lifecycle
 from mission_weave.core import schemas as work
 from mission_weave.core import state as work_state
+from mission_weave.core.json_types import JsonObject
 from mission_weave.protocol.errors import HTTP_STATUS
 
 from . import examples
@@ -87,7 +88,7 @@ def convert(node, named: dict, defs_prefix: str = "", root: bool = True):
         return node
     if not root and id(node) in named:
         return ref(named[id(node)])
-    out = {}
+    out: JsonObject = {}
     for key, value in node.items():
         if key in ("$id", "$schema", "$defs"):
             continue

@@ -12,6 +12,7 @@ from apps.ledger.models import CommandRecord
 from apps.work import models as work_models
 from mission_weave.core import budgets, state, state_documents
 from mission_weave.core.commands.usage import MAX_DEPTH
+from mission_weave.core.json_types import JsonObject
 
 LABELS = {"financial": "Money", "tokens": "Tokens", "toolCalls": "Tool calls",
           "computeSeconds": "Compute time", "wallClockSeconds": "Wall-clock time",
@@ -30,7 +31,7 @@ def rows(allowed: dict, charged: dict) -> list[dict]:
     found = []
     for name in budgets.DIMENSIONS:
         limit, spent = allowed.get(name), charged.get(name)
-        row = {"dimension": name, "label": LABELS[name], "allowed": limit,
+        row: JsonObject = {"dimension": name, "label": LABELS[name], "allowed": limit,
                "charged": spent or 0, "unit": UNITS.get(name), "charged_unit": UNITS.get(name),
                "note": None,
                "over": budgets.over(_only(name, allowed), _only(name, charged)) is not None}
@@ -126,23 +127,25 @@ def _overspend(record: CommandRecord) -> dict:
     (`level` None when the refusal names none: money in a currency already counted in
     another)."""
     error = record.response["error"]
-    details = error.get("details") or {}
-    dimension = details.get("dimension")
+    details: JsonObject = error.get("details") or {}
+    dimension: str | None = details.get("dimension")
+    level: str | None = details.get("level")
     delta = (record.envelope or {}).get("body") or {}  # what the refused command reported
     return {"command_id": record.command_id, "actor": record.actor, "at": record.created_at,
             "work_item_id": record.work_item_id,
             "attempted": [(LABELS[name], _amount(name, delta[name])) for name in
                           budgets.DIMENSIONS if not budgets.is_zero(_only(name, delta))],
-            "message": error["message"], "level": LEVELS.get(details.get("level")),
+            "message": error["message"],
+            "level": LEVELS.get(level) if level is not None else None,
             "level_id": details.get("id"),
-            "dimension": LABELS.get(dimension, dimension),
+            "dimension": LABELS.get(dimension, dimension) if dimension is not None else None,
             "budget": _amount(dimension, details["budget"]) if "budget" in details else None,
             "would_use": (_amount(dimension, details["wouldUse"])
                           if "wouldUse" in details else None)}
 
 
-def _amount(dimension: str, value) -> str:
+def _amount(dimension: str | None, value) -> str:
     if isinstance(value, dict):  # money
         return f"{value['amount']} {value['currency']}"
-    unit = UNITS.get(dimension)
+    unit = UNITS.get(dimension) if dimension is not None else None
     return f"{value} {unit}" if unit else str(value)

@@ -21,7 +21,7 @@ UNORDERED = {"dependencies.workItems", "allowed.tools", "allowed.data", "allowed
 
 
 def diff(before: dict, after: dict) -> list[dict]:
-    changes = []
+    changes: list[dict] = []
     _compare(before, after, "", "", changes)
     return changes
 

@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass, field
 
 from mission_weave.core import checks, schemas
+from mission_weave.core.json_types import JsonObject
 from mission_weave.core.jsonschema_check import violations
 
 SCHEMA_ID = "mwp.work-contract/1"
@@ -431,8 +432,8 @@ class ContractForm:
         return document, {}
 
     def _from_inputs(self) -> tuple:
-        problems = {}
-        contract = {"schema": SCHEMA_ID}
+        problems: dict[str, str] = {}
+        contract: JsonObject = {"schema": SCHEMA_ID}
         for spec in SCALARS:
             value = self._read(spec, spec.name, problems)
             if value is not UNSET:

@@ -13,7 +13,8 @@ POSTED = "conversation.message_posted"
 
 def conversation(events: list[dict], open_ambiguities) -> dict:
     """{messages, ambiguities, open}: `open` is the open ambiguities, oldest first."""
-    messages, ambiguities = [], {}
+    messages: list[dict] = []
+    ambiguities: dict[str, dict] = {}
     for event in events:
         data = event["data"]
         if event["type"] == "work.contract_revised":

@@ -60,7 +60,7 @@ def open_refusals(group_id: str, missions: list, items_by_mission: dict) -> set:
     where = (Q(group_id=group_id, mission_id__in=refused)
              & (Q(work_item_id__in=item_ids, type__in=ANSWERS)
                 | Q(work_item_id__isnull=True, type=REFUSED)))
-    by_mission = {}
+    by_mission: dict[str, list[dict]] = {}
     for event in _read(where):
         by_mission.setdefault(event["mission_id"], []).append(event)
     return {mission_id for mission_id in refused
@@ -90,7 +90,8 @@ def decisions(events: list) -> list[dict]:
     ANSWERS), oldest first, as the Mission page lists them: {event, kind, title, reason,
     item, details}. The WorkItems a Mission's end failed or cancelled are listed under it,
     not as decisions of their own; a refusal says what answered it."""
-    entries, ended = [], {}
+    entries: list[dict] = []
+    ended: dict[str, list[dict]] = {}
     for event in events:
         kind, data = event["type"], event["data"]
         if kind in (FAILED, CANCELLED) and data.get("cause"):

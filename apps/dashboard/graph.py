@@ -9,6 +9,7 @@ Input, `nodes`: id -> {state, goal, depends_on, policy, child}, where child is N
 {id, title, state, nodes (the same shape), count (optional: len(nodes) by default)}."""
 
 from bisect import bisect_right, insort
+from typing import Any
 from urllib.parse import quote
 
 from mission_weave.core import state
@@ -30,6 +31,12 @@ ARC_LIFT = 40  # how far above the boxes an edge drawn right to left (a cycle's)
 TEXT_PAD, CHAR_WIDTH, ID_CHARS = 8, 7.2, 22  # the labels' 12px monospace font
 SWEEPS = 8  # barycenter passes, alternately down and up the layers
 PLACEMENT_PASSES = 3
+# The state counted for a dependency outside the Mission: none of the states, so not
+# verified (nor terminal) for dependencies_met().
+OUTSIDE = "outside"
+
+# An element of a layer: an item id, or a lane (source, target, layer) (see _layers).
+Element = str | tuple[str, str, int]
 
 
 def layout(nodes: dict, expanded=frozenset(), cycle: list | None = None,
@@ -62,7 +69,7 @@ def expand_link(expanded, child_id: str) -> str:
 def crossings(drawing: dict) -> int:
     """How many times the drawing's edges cross. All the segments between two columns
     start and end at the same two x: two of them cross when their ends swap order."""
-    between = {}
+    between: dict[tuple[float, float], list[tuple[float, float]]] = {}
     for edge in drawing["edges"]:
         if not edge["arc"]:
             for (x0, y0), (x1, y1) in zip(edge["points"], edge["points"][1:]):
@@ -75,7 +82,7 @@ def depths(depends_on: dict) -> dict:
     deepest dependency. Dependencies outside the graph are ignored; a cycle (which the
     server refuses, DEPENDENCY_CYCLE) is cut rather than followed. Iterative, so that a
     long chain cannot exhaust Python's recursion limit."""
-    found = {}
+    found: dict[str, int] = {}
     for root in sorted(depends_on):
         if root in found:
             continue
@@ -111,7 +118,7 @@ def _arrange(nodes: dict, expanded: set, sweeps: int) -> dict:
     widths = [max(blocks[e]["width"] for e in layer if e in blocks) for layer in order]
     lefts = [sum(widths[:k]) + k * GAP_X for k in range(len(order))]
 
-    drawing = {"width": lefts[-1] + widths[-1] if order else 0,
+    drawing: dict[str, Any] = {"width": lefts[-1] + widths[-1] if order else 0,
                "height": max((top[e] + height[e] for e in top), default=0),
                "nodes": [], "edges": [], "verdicts": {}}
     column = {e: k for k, layer in enumerate(order) for e in layer}
@@ -134,7 +141,8 @@ def _arrange(nodes: dict, expanded: set, sweeps: int) -> dict:
                                       _arc(boxes[source], boxes[target]), arc=True))
     for item_id in sorted(nodes):
         # A dependency outside the Mission has no state here: counted as not verified.
-        states = [nodes[d]["state"] if d in nodes else None for d in nodes[item_id]["depends_on"]]
+        states = [nodes[d]["state"] if d in nodes else OUTSIDE
+                  for d in nodes[item_id]["depends_on"]]
         drawing["verdicts"][item_id] = dependencies_met(nodes[item_id]["policy"], states)
     return drawing
 
@@ -144,8 +152,8 @@ def _item_block(item_id: str, node: dict, expanded: set, sweeps: int) -> dict:
     box = {"id": item_id, "kind": "item", "x": 0, "y": 0, "width": NODE_WIDTH,
            "height": NODE_HEIGHT, "state": node["state"], "goal": node["goal"],
            "in_cycle": False}
-    block = {"width": NODE_WIDTH, "height": NODE_HEIGHT, "nodes": [box], "edges": [],
-             "verdicts": {}}
+    block: dict[str, Any] = {"width": NODE_WIDTH, "height": NODE_HEIGHT, "nodes": [box],
+                             "edges": [], "verdicts": {}}
     child = node.get("child")
     if not child:
         return block
@@ -230,11 +238,13 @@ def _merge(drawing: dict, part: dict):
 # that the edge source -> target crosses.
 
 def _layers(depends_on: dict, level: dict):
-    layers = [[] for _ in range(1 + max(level.values(), default=-1))]
+    layers: list[list[Element]] = [[] for _ in range(1 + max(level.values(), default=-1))]
     for node in sorted(depends_on):
         layers[level[node]].append(node)
-    up, down = {n: [] for n in depends_on}, {n: [] for n in depends_on}
-    routes, backward = {}, []
+    up: dict[Element, list[Element]] = {n: [] for n in depends_on}
+    down: dict[Element, list[Element]] = {n: [] for n in depends_on}
+    routes: dict[tuple[str, str], list[Element]] = {}
+    backward: list[tuple[str, str]] = []
     for target in sorted(depends_on):
         for source in depends_on[target]:
             if level[source] >= level[target]:
@@ -293,7 +303,8 @@ def _layer_crossings(layers: list, down: dict) -> int:
 def _inversions(pairs: list) -> int:
     """Pairs (a, b), (a', b') with a < a' and b > b': segments whose ends swap order.
     Segments sharing an end (equal a or equal b) do not cross."""
-    seen, count = [], 0
+    seen: list[float] = []
+    count = 0
     for _, b in sorted(pairs):
         count += len(seen) - bisect_right(seen, b)
         insort(seen, b)
@@ -306,7 +317,7 @@ def _place(order: list, height: dict, anchor: dict, up: dict, down: dict) -> dic
     """The top of each element: stacked in its layer's order, then moved, alternately down
     and up the layers, as near as the order allows to the mean height of its neighbours,
     so that edges run as straight as they can."""
-    top = {}
+    top: dict[Element, int] = {}
     for layer in order:
         top.update(zip(layer, _fit(layer, [0] * len(layer), height)))
     for placement in range(PLACEMENT_PASSES):
@@ -340,7 +351,7 @@ def _fit(layer: list, wanted: list, height: dict) -> list:
             pools[-1][0] += total
             pools[-1][1] += count
     values = [total / count for total, count in pools for _ in range(count)]
-    tops = []
+    tops: list[int] = []
     for i, (value, r) in enumerate(zip(values, room)):
         top = round(value + r)
         if tops:  # rounding must not bring two elements closer than their gap

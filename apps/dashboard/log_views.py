@@ -14,7 +14,9 @@ def group_log(request, viewer):
 
 def _before(value: str | None) -> int | None:
     """`?before=<sequence>`: the page of events below it; absent or not a number, the newest."""
+    if value is None:
+        return None
     try:
         return min(max(int(value), 0), 2**62)  # within a bigint
-    except (TypeError, ValueError):
+    except ValueError:
         return None

@@ -44,7 +44,7 @@ def group_page(viewer: Viewer) -> dict:
     group = Group.objects.get(id=viewer.group_id)
     missions = [state_documents.mission_from_doc(r.doc) for r in
                 work_models.Mission.objects.filter(group_id=viewer.group_id).order_by("mission_id")]
-    counts = {}
+    counts: dict[str, dict[str, int]] = {}
     for mission_id, item_state in work_models.WorkItem.objects.filter(
             group_id=viewer.group_id).values_list("mission_id", "state"):
         counts.setdefault(mission_id, {}).setdefault(item_state, 0)
@@ -593,7 +593,7 @@ def inbox(user, now, group_id: str | None = None, mission_id: str | None = None)
         if mission_id:
             missions = missions.filter(mission_id=mission_id)
         by_mission = {r.mission_id: state_documents.mission_from_doc(r.doc) for r in missions}
-        items = {}
+        items: dict[str, list[state.WorkItem]] = {}
         for row in work_models.WorkItem.objects.filter(group_id=member.group_id,
                                                        mission_id__in=list(by_mission)):
             items.setdefault(row.mission_id, []).append(state_documents.item_from_doc(row.doc))

@@ -252,7 +252,7 @@ def _json_node(value, depth: int, budget: list, out: list) -> None:
                  else f"[ {count} item{'s' if count != 1 else ''} ]")
         out.append(f'<details{" open" if depth < OPEN_DEPTH else ""}>'
                    f'<summary class="j-count">{label}</summary><ul>')
-        entries = value.items() if is_object else enumerate(value)
+        entries = value.items() if isinstance(value, dict) else enumerate(value)
         for key, child in entries:
             if budget[0] < 0:
                 break

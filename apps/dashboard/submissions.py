@@ -7,6 +7,7 @@ from django.conf import settings
 
 from apps.api.views import audit_trail
 from apps.artifacts.models import Artifact
+from mission_weave.core.json_types import JsonObject
 
 from . import artifact_content, reader
 from .access import Viewer
@@ -17,11 +18,12 @@ def history(trail: dict) -> list:
     """Each work.submitted of the WorkItem, oldest first: {number, sequence, at, actor,
     contractRevision, artifacts: [(label, hash)]}; a deliverable's artifact is labelled
     with the deliverable's id (from Evidence whose subject is deliverable:<id>)."""
-    found = []
+    found: list[JsonObject] = []
     for event in trail["events"]:
         if event["type"] != "work.submitted":
             continue
-        data, labelled = event["data"], {}
+        data = event["data"]
+        labelled: dict[str, str] = {}
         for record in data.get("evidence", []):
             subject = record.get("subject") or ""
             if subject.startswith("deliverable:"):
@@ -77,7 +79,7 @@ def pair_artifacts(old: list, new: list, records: dict) -> list:
 
 def compared(viewer: Viewer, records: dict, before: str | None, after: str | None, now) -> dict:
     limit = settings.MW_READER_DIFF_BYTES
-    side = {}
+    side: dict[str, JsonObject] = {}
     for key, name in (("old", before), ("new", after)):
         record = records.get(name)
         text, cut = (artifact_content.text_of(viewer, record, now, limit) if record

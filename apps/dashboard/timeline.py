@@ -25,7 +25,7 @@ def timeline(events: list[dict], refused: list[dict]) -> list[dict]:
     """[{epoch, owner, accepted_at, start_by, leases, entries, ended}] in order; `events`
     in sequence order, `refused` as apps/api/reads.refused_command gives them."""
     groups = [_group()]
-    leases = {}
+    leases: dict[str, dict] = {}
     for record in _chronological(events, refused):
         if "sequence" not in record:  # a refused command: it appended nothing
             _target(groups, leases, record)["entries"].append(_refusal_entry(record))
@@ -78,11 +78,11 @@ def _target(groups: list, leases: dict, refusal: dict) -> dict:
 def _follow_lease(group: dict, leases: dict, event: dict) -> None:
     data, at = event["data"], event["occurredAt"]
     if event["type"] == "work.started":
-        lease = {"lease_id": data["leaseId"], "epoch": data["ownershipEpoch"],
-                 "started_at": at, "expires_at": data["expiresAt"], "renewals": [],
-                 "ended_at": None, "end": "open", "end_reason": None}
-        leases[lease["lease_id"]] = lease
-        group["leases"].append(lease)
+        started = {"lease_id": data["leaseId"], "epoch": data["ownershipEpoch"],
+                   "started_at": at, "expires_at": data["expiresAt"], "renewals": [],
+                   "ended_at": None, "end": "open", "end_reason": None}
+        leases[started["lease_id"]] = started
+        group["leases"].append(started)
         return
     lease = leases.get(data.get("leaseId"))
     if lease is None or lease["end"] != "open":
