@@ -28,7 +28,9 @@ that timed out) and a new session of an owner whose lease had already expired
 (`commands.revoke_for_session`, through the sweeper's decision).
 """
 
+from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
 
 from mission_weave.protocol.timefmt import format_time
 
@@ -49,7 +51,7 @@ LEASE, START_BY = "lease", "start_by"  # the timeouts, named as work.ownership_e
 TIMEOUTS = frozenset({LEASE, START_BY})
 
 
-def timed_out(item: WorkItem, now) -> str | None:
+def timed_out(item: WorkItem, now: datetime) -> str | None:
     """`lease` or `start_by` when `item` is active or queued without a live owner: its
     lease timed out or its start-by deadline passed, whether the owner has been fenced
     yet or not; otherwise None."""
@@ -58,7 +60,7 @@ def timed_out(item: WorkItem, now) -> str | None:
     return None
 
 
-def fence(item: WorkItem, now) -> list:
+def fence(item: WorkItem, now: datetime) -> list[base.Draft]:
     """`base.fence_expired_owner` (what an offer appends first when the owner is no longer
     live: `lease.expired` for a lease still open, `work.ownership_expired`), with the
     attempt a missed start-by deadline used up recorded in its `work.ownership_expired`
@@ -69,7 +71,7 @@ def fence(item: WorkItem, now) -> list:
             else draft for draft in base.fence_expired_owner(item, now)]
 
 
-def redispatch(view: View, item: WorkItem, context) -> list:
+def redispatch(view: View, item: WorkItem, context: base.Context) -> list[base.Draft]:
     """What automatic dispatch appends for `item` now: the next sequential `work.offered`,
     a timed-out attempt's end (fencing, then `work.failed`), or [] when there is nothing
     to do: no auto-dispatch, a live owner or offer remains, the Mission is closed, the
@@ -82,8 +84,9 @@ def redispatch(view: View, item: WorkItem, context) -> list:
         return _end_attempt(item, trigger, context.now)
     ttl = context.policy.presence_ttl_seconds
     chosen, pending, skipped = _next_in_queue(item, context, ttl)
-    rules = NEXT_EXCLUSIVE_RULES if ranking.exclusive(item.contract) else NEXT_RULES
-    how = {"after": trigger}
+    rules: tuple[str, ...] = (NEXT_EXCLUSIVE_RULES if ranking.exclusive(item.contract)
+                              else NEXT_RULES)
+    how: JsonObject = {"after": trigger}
     if trigger == "retry":
         # A retry resumes from the latest checkpoint, whoever takes it (§11.5).
         how["resumeFrom"] = item.last_checkpoint
@@ -97,7 +100,7 @@ def redispatch(view: View, item: WorkItem, context) -> list:
     return [_offered(item, chosen, pending, skipped, rules, how, context)]
 
 
-def after(view: View, drafts: list, context) -> list:
+def after(view: View, drafts: list[base.Draft], context: base.Context) -> list[base.Draft]:
     """`redispatch` as things will stand once `drafts` are appended (a decline's own
     transaction): the drafts are evolved on a copy of the view, which is left as it was."""
     if not drafts:
@@ -106,16 +109,17 @@ def after(view: View, drafts: list, context) -> list:
     return redispatch(future, item, context) if item is not None else []
 
 
-def evolved(view: View, drafts: list, item_id: str, now) -> tuple:
+def evolved(view: View, drafts: Sequence[base.Draft], item_id: str | None,
+            now: datetime) -> tuple[View, WorkItem | None]:
     """(a copy of `view` with `drafts` evolved into it, its WorkItem `item_id` or None)."""
     future = view.copy()
     for draft in drafts:
         evolve(future, state.Event(draft.type, draft.data, now, draft.mission_id,
                                    draft.work_item_id))
-    return future, future.items.get(item_id)
+    return future, (future.items.get(item_id) if item_id is not None else None)
 
 
-def _trigger(view: View, item: WorkItem, now) -> str | None:
+def _trigger(view: View, item: WorkItem, now: datetime) -> str | None:
     """Why `item` should be dispatched now, or None."""
     mission = view.missions.get(item.mission_id)
     if mission is None or not mission.auto_dispatch or mission.state != MISSION_ACTIVE:
@@ -138,7 +142,7 @@ def _trigger(view: View, item: WorkItem, now) -> str | None:
     return None
 
 
-def _end_attempt(item: WorkItem, trigger: str, now) -> list:
+def _end_attempt(item: WorkItem, trigger: str, now: datetime) -> list[base.Draft]:
     """§11.4, §11.5 for a timed-out item: its lease closed and its owner fenced, as an
     offer would (whatever the sweep or an earlier decision has not done yet), then the
     attempt ends `failed`: offered again after the contract's backoff, or exhausted."""
@@ -148,7 +152,8 @@ def _end_attempt(item: WorkItem, trigger: str, now) -> list:
     return fenced + [_timeout_failure(item, attempt, trigger, outcome, now)]
 
 
-def _timeout_failure(item: WorkItem, attempt: int, trigger: str, outcome, now) -> base.Draft:
+def _timeout_failure(item: WorkItem, attempt: int, trigger: str, outcome: retries.Outcome,
+                     now: datetime) -> base.Draft:
     """`work.failed` by the server for a timed-out attempt, with its system Evidence."""
     agent = item.owner or item.last_owner
     if trigger == LEASE and item.lease is not None:
@@ -164,6 +169,7 @@ def _timeout_failure(item: WorkItem, attempt: int, trigger: str, outcome, now) -
     if outcome.exhausted:
         result += f"; no automatic retry is left (exhausted by {outcome.exhausted_by})"
     else:
+        assert outcome.retry_at is not None, "a retry that is not exhausted has its time"
         result += (f"; offered again automatically from {format_time(outcome.retry_at)}, "
                    f"after the contract's backoff")
     evidence = {"id": base.derive_id("ev", item.id, f"{trigger}/{item.ownership_epoch}/"
@@ -179,29 +185,31 @@ def _timeout_failure(item: WorkItem, attempt: int, trigger: str, outcome, now) -
         "exhausted": outcome.exhausted, "exhaustedBy": outcome.exhausted_by})
 
 
-def _offered(item: WorkItem, chosen: str, pending: list, skipped: list, rules, how: JsonObject,
-             context) -> base.Draft:
+def _offered(item: WorkItem, chosen: str, pending: list[str], skipped: list[JsonObject],
+             rules: Sequence[str], how: JsonObject,
+             context: base.Context) -> base.Draft:
     ttl = context.policy.presence_ttl_seconds
     expires_at = base.after(context.now, context.policy.auto_offer_seconds)
     rank = max((o.rank for o in item.offers), default=0) + 1 + len(skipped)
     offer = {"agentId": chosen, "expiresAt": expires_at, "rank": rank,
              "selectionBasis": ranking.basis(item.contract, context.candidates[chosen], rules,
                                              context.now, ttl)}
-    data = {"offers": [offer], "mode": "sequential", "pendingCandidates": pending,
+    data: JsonObject = {"offers": [offer], "mode": "sequential", "pendingCandidates": pending,
             "autoDispatch": {**how, "skipped": skipped}}
     if item.start_within_seconds:
         data["startWithinSeconds"] = item.start_within_seconds
     return base.item_draft(item, "work.offered", data)
 
 
-def _with_exclusive(item: WorkItem, rules: tuple) -> tuple:
+def _with_exclusive(item: WorkItem, rules: tuple[str, ...]) -> tuple[str, ...]:
     """`rules` with the exclusive rule before the mode, for an exclusive item."""
     if not ranking.exclusive(item.contract):
         return rules
     return (*rules[:-1], ranking.EXCLUSIVE, rules[-1])
 
 
-def _best_ranked(item: WorkItem, context, rules) -> tuple:
+def _best_ranked(item: WorkItem, context: base.Context,
+                 rules: tuple[str, ...]) -> tuple[str | None, list[str], tuple[str, ...]]:
     """(the best-ranked eligible candidate or None, the rest in order, the rules): every
     candidate the caller supplied (the Group's workers) ranked."""
     ranked = ranking.rank(item.contract, list(context.candidates.values()), context.now,
@@ -212,13 +220,17 @@ def _best_ranked(item: WorkItem, context, rules) -> tuple:
     return order[0], order[1:], rules
 
 
-def _next_in_queue(item: WorkItem, context, ttl: int) -> tuple:
+# (the candidate chosen or None, those queued after it, the skipped ones with their rules)
+Next = tuple[str | None, list[str], list[JsonObject]]
+
+
+def _next_in_queue(item: WorkItem, context: base.Context, ttl: int) -> Next:
     """(the next eligible pending candidate or None, those after it, the skipped ones):
     the first in the queue's order, or for an exclusive item the highest-ranked (§10.3),
     the other eligible ones after it by rank."""
     if ranking.exclusive(item.contract):
         return _highest_ranked_in_queue(item, context, ttl)
-    skipped = []
+    skipped: list[JsonObject] = []
     for index, agent_id in enumerate(item.offer_queue):
         candidate = context.candidates.get(agent_id)
         reasons = (["member"] if candidate is None else
@@ -229,7 +241,7 @@ def _next_in_queue(item: WorkItem, context, ttl: int) -> tuple:
     return None, [], skipped
 
 
-def _highest_ranked_in_queue(item: WorkItem, context, ttl: int) -> tuple:
+def _highest_ranked_in_queue(item: WorkItem, context: base.Context, ttl: int) -> Next:
     known = [context.candidates[a] for a in item.offer_queue if a in context.candidates]
     order = [e["agentId"] for e in ranking.rank(item.contract, known, context.now, ttl)]
     skipped = [{"agentId": agent_id,

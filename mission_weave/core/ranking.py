@@ -39,7 +39,7 @@ The basis holds facts and rule names only; no free-text reasoning is recorded (Â
 private chain-of-thought must not be included).
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from fractions import Fraction
@@ -76,22 +76,23 @@ class Candidate:
     """What the Group knows of an Agent that may receive an offer."""
 
     agent_id: str
-    roles: frozenset
+    roles: frozenset[str]
     card: JsonObject
     presence: Presence | None = None
     # The WorkItems of this Group it owned last that ended verified or failed:
     # frozenset of the capability ids their contract required -> {verified, failed}.
-    reliability: JsonObject = field(default_factory=dict)
+    reliability: dict[frozenset[str], JsonObject] = field(default_factory=dict)
     load: int = 0  # WorkItems it owns in queued or active, across all Groups
 
     @property
     def max_concurrency(self) -> int:
-        return self.card.get("maxConcurrency", 1)
+        limit: int = self.card.get("maxConcurrency", 1)
+        return limit
 
 
 # --- the basis fields ---------------------------------------------------------------------
 
-def capability_match(required: list, card: JsonObject) -> JsonObject:
+def capability_match(required: Sequence[JsonObject], card: JsonObject) -> JsonObject:
     offered = {(c.get("id"), c.get("version")) for c in card.get("capabilities", [])}
     missing = [c for c in required if (c["id"], c["version"]) not in offered]
     return {"required": required, "missing": missing, "matched": not missing}
@@ -133,11 +134,16 @@ SCOPE = "this Group, WorkItems last owned"
 SCOPE_ANY = "this Group, WorkItems last owned, any capability (the contract requires none)"
 
 
-def _tally(history: JsonObject, counts) -> JsonObject:
+def _tally(history: Mapping[frozenset[str], JsonObject],
+           counts: Callable[[frozenset[str]], bool]) -> JsonObject:
     """{verified, failed} over the history entries whose capability set `counts`."""
     chosen = [outcome for capabilities, outcome in history.items() if counts(capabilities)]
     return {"verified": sum(o.get("verified", 0) for o in chosen),
             "failed": sum(o.get("failed", 0) for o in chosen)}
+
+
+def _requiring(capability: str) -> Callable[[frozenset[str]], bool]:
+    return lambda ids: capability in ids
 
 
 def reliability(contract: JsonObject, candidate: Candidate) -> JsonObject:
@@ -146,7 +152,7 @@ def reliability(contract: JsonObject, candidate: Candidate) -> JsonObject:
     all of them when it requires none."""
     required = frozenset(c["id"] for c in contract.get("capabilities", []))
     history = candidate.reliability
-    per_capability = {cap: _tally(history, lambda ids, cap=cap: cap in ids)
+    per_capability = {cap: _tally(history, _requiring(cap))
                       for cap in sorted(required)}
     overall = _tally(history, lambda ids: not required or not required.isdisjoint(ids))
     return {**overall, "perCapability": per_capability,
@@ -169,7 +175,7 @@ def basis(contract: JsonObject, candidate: Candidate, rules: Sequence[str], now:
 # --- eligibility and order ------------------------------------------------------------------
 
 def ineligibility(contract: JsonObject, candidate: Candidate, now: datetime,
-                  ttl_seconds: int) -> list[JsonObject]:
+                  ttl_seconds: int) -> list[str]:
     """The rules `candidate` fails, by name; empty when it is eligible."""
     failed = []
     if "worker" not in candidate.roles:
@@ -185,15 +191,15 @@ def _score(summary: JsonObject) -> Fraction:
     return Fraction(summary["verified"] + 1, summary["verified"] + summary["failed"] + 2)
 
 
-def _order_key(entry: JsonObject):
+def _order_key(entry: JsonObject) -> tuple[Fraction, bool, float, float, str]:
     chosen = entry["selectionBasis"]
     known = chosen["availability"]["source"] == "presence"
     return (-_score(chosen["reliability"]), not known, -chosen["availability"]["estimate"],
             chosen["expectedCost"]["expectedWaitSeconds"], entry["agentId"])
 
 
-def rank(contract: JsonObject, candidates, now: datetime, ttl_seconds: int,
-         rules=AUTO_RULES) -> list:
+def rank(contract: JsonObject, candidates: Iterable[Candidate], now: datetime, ttl_seconds: int,
+         rules: Sequence[str] = AUTO_RULES) -> list[JsonObject]:
     """The eligible candidates, best first: [{agentId, selectionBasis}, ...]."""
     eligible = [{"agentId": c.agent_id,
                  "selectionBasis": basis(contract, c, rules, now, ttl_seconds)}
@@ -201,7 +207,8 @@ def rank(contract: JsonObject, candidates, now: datetime, ttl_seconds: int,
     return sorted(eligible, key=_order_key)
 
 
-def excluded(contract: JsonObject, candidates, now: datetime, ttl_seconds: int) -> JsonObject:
+def excluded(contract: JsonObject, candidates: Iterable[Candidate], now: datetime,
+             ttl_seconds: int) -> JsonObject:
     """agent id -> the rules it fails, for every ineligible candidate."""
     return {c.agent_id: reasons for c in sorted(candidates, key=lambda c: c.agent_id)
             if (reasons := ineligibility(contract, c, now, ttl_seconds))}

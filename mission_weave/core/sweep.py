@@ -18,10 +18,16 @@ automatic dispatch of the next candidate does, and that decision belongs to
 same way (`commands.revoke_for_session` calls `decide`).
 """
 
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
 from . import dispatch, retries
 from .commands.base import Context, Draft, item_draft
 from .json_types import JsonObject
 from .state import ACTIVE, BLOCKED, FAILED, MISSION_ACTIVE, OFFERED, QUEUED, View, WorkItem
+
+# What automatic dispatch appends for an item (dispatch.redispatch).
+Redispatch = Callable[[View, WorkItem, Context], list[Draft]]
 
 LEASE_EXPIRED, OWNERSHIP_EXPIRED = "lease.expired", "work.ownership_expired"
 
@@ -33,7 +39,7 @@ def _ownership_expired(item: WorkItem, reason: str) -> Draft:
     return item_draft(item, OWNERSHIP_EXPIRED, data)
 
 
-def expire(item: WorkItem, now) -> list:
+def expire(item: WorkItem, now: datetime) -> list[Draft]:
     """Close what a passed deadline ended: the lease of active work (timeout: one
     `lease.expired`; with its lease closed the owner is no longer live, and the next
     work.offer fences it), the start-by deadline of queued work, the blocked lease of
@@ -51,7 +57,7 @@ def expire(item: WorkItem, now) -> list:
     return []
 
 
-def wants_dispatch(view: View, item: WorkItem, now) -> bool:
+def wants_dispatch(view: View, item: WorkItem, now: datetime) -> bool:
     """An item automatic dispatch may have something to do for, in an active Mission that
     asked for it: an offered item whose unanswered offers all expired, a failed item whose
     retry backoff ran out, an active or queued item whose owner timed out. Reads neither
@@ -68,14 +74,15 @@ def wants_dispatch(view: View, item: WorkItem, now) -> bool:
     return dispatch.timed_out(item, now) is not None
 
 
-def decide(view: View, context: Context, redispatch=None, item_ids=None) -> list:
+def decide(view: View, context: Context, redispatch: Redispatch | None = None,
+           item_ids: Iterable[str] | None = None) -> list[Draft]:
     """Every draft the sweep appends for the WorkItems `item_ids` (default: all of the
     view; the others are what they depend on), in item id order: each one's expiry, then
     `redispatch(view, item, context)` as the expiry leaves it, all in one transaction, so
     that a timed-out item is never left expired but not reassigned. Without `redispatch`
     (no automatic dispatch available) expired offers, due retries and timeouts get only
     their expiry."""
-    drafts = []
+    drafts: list[Draft] = []
     for item_id in sorted(view.items if item_ids is None else item_ids):
         item = view.items.get(item_id)
         if item is None:
@@ -84,18 +91,20 @@ def decide(view: View, context: Context, redispatch=None, item_ids=None) -> list
         drafts += expired
         if redispatch is not None and wants_dispatch(view, item, context.now):
             future, current = dispatch.evolved(view, expired, item_id, context.now)
+            assert current is not None, "an expiry never removes its WorkItem"
             drafts += redispatch(future, current, context)
     return drafts
 
 
-def split(view: View, now) -> tuple[list, list]:
+def split(view: View, now: datetime) -> tuple[list[Draft], list[str]]:
     """(the expiry drafts, in item id order; the ids of the items due automatic
     dispatch). An expiry needs nothing but its own WorkItem, so the sweeper decides it
     before taking the Group lock and appends it if the item is unchanged under it;
     dispatch ranks the Group's workers and is decided under the lock (`decide`), and so
     is the expiry of an item it is for: a timeout and its reassignment are one
     transaction, or neither happened and the item is still due next sweep."""
-    drafts, dispatching = [], []
+    drafts: list[Draft] = []
+    dispatching: list[str] = []
     for item_id in sorted(view.items):
         item = view.items[item_id]
         if wants_dispatch(view, item, now):
@@ -105,7 +114,7 @@ def split(view: View, now) -> tuple[list, list]:
     return drafts, dispatching
 
 
-def counts(events) -> JsonObject:
+def counts(events: Iterable[JsonObject | Draft]) -> JsonObject:
     """The sweep's answer for what it appended (event documents or Drafts)."""
     types = [e["type"] if isinstance(e, dict) else e.type for e in events]
     return {"expiredLeases": types.count(LEASE_EXPIRED),

@@ -11,6 +11,9 @@ another agent produced and signed (the producer's signature, not the sender, is 
 vouches for it) and may publish a Mission-level artifact (`workItemId: null`, e.g. an
 input). A coordinator of another Mission is neither (authority.py)."""
 
+from collections.abc import Sequence
+from datetime import datetime
+
 from mission_weave.core import manifests, packages, records
 from mission_weave.protocol.canonical import content_hash
 from mission_weave.protocol.errors import ProtocolError
@@ -53,7 +56,7 @@ def artifact_publish(view: View, command: Command, context: Context) -> list[Dra
                   mission.id, manifest["workItemId"])]
 
 
-def _check_card_version(manifest: JsonObject, known) -> None:
+def _check_card_version(manifest: JsonObject, known: Sequence[str]) -> None:
     """§13.1: the manifest names the producer's Agent Card version it was made under:
     the producer's current card or one it had before (`known`, every version the
     registry recorded for the producer, apps/identity)."""
@@ -67,7 +70,8 @@ def _check_card_version(manifest: JsonObject, known) -> None:
                             {"path": "body.agentCardVersion", "knownVersions": list(known)})
 
 
-def _check_publisher(view, command, manifest, mission_id, coordinator, now) -> None:
+def _check_publisher(view: View, command: Command, manifest: JsonObject, mission_id: str,
+                     coordinator: bool, now: datetime) -> None:
     item_id = manifest["workItemId"]
     if item_id != command.work_item_id:
         raise ProtocolError("VALIDATION_ERROR",
@@ -152,7 +156,7 @@ def artifact_approve_forwarding(view: View, command: Command, context: Context) 
         "comment": body.get("comment")})]
 
 
-def _forwardable(view, name: str) -> JsonObject:
+def _forwardable(view: View, name: str) -> JsonObject:
     """The record of artifact `name` of this Group, which may be approved for and
     forwarded beyond its Mission: NOT_FOUND or FORBIDDEN (restricted) otherwise."""
     record = view.artifacts.get(name)

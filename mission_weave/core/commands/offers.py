@@ -4,6 +4,7 @@ first-acceptance-wins, the capacity backstop."""
 
 
 from collections.abc import Sequence
+from datetime import datetime
 
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time, parse_time
@@ -11,7 +12,7 @@ from mission_weave.protocol.timefmt import format_time, parse_time
 from .. import dispatch, fencing, ranking
 from ..json_types import JsonObject
 from ..ranking import Candidate
-from ..state import QUEUED, View, WorkItem
+from ..state import QUEUED, Offer, View, WorkItem
 from .base import (
     Command,
     Context,
@@ -31,7 +32,11 @@ def selection_basis(item: WorkItem, candidate: Candidate, rules: Sequence[str],
                          context.policy.presence_ttl_seconds)
 
 
-def _explicit_placement(item: WorkItem, body: JsonObject, context: Context) -> tuple[list, list]:
+# Who an offer goes to now ([{agentId, selectionBasis}]) and who is queued after them.
+Placement = tuple[list[JsonObject], list[str]]
+
+
+def _explicit_placement(item: WorkItem, body: JsonObject, context: Context) -> Placement:
     """Named candidates, in the coordinator's order: ([{agentId, selectionBasis}], pending)."""
     candidates = list(body["candidates"])
     for agent_id in candidates:
@@ -59,7 +64,7 @@ def _explicit_placement(item: WorkItem, body: JsonObject, context: Context) -> t
             for agent_id in addressed], pending
 
 
-def _exclusive_placement(item: WorkItem, candidates: list, context: Context) -> tuple:
+def _exclusive_placement(item: WorkItem, candidates: list[str], context: Context) -> Placement:
     """Named candidates of an exclusive WorkItem (§10.3): the highest-ranked eligible one
     is offered first and the other eligible ones queued by rank, whatever order the
     Coordinator named them in; those not eligible now are queued last, in that order
@@ -80,7 +85,7 @@ def _exclusive_placement(item: WorkItem, candidates: list, context: Context) -> 
     return ranked[:1], order[1:] + [a for a in candidates if a not in order]
 
 
-def _auto_placement(item: WorkItem, body: JsonObject, context: Context) -> tuple[list, list]:
+def _auto_placement(item: WorkItem, body: JsonObject, context: Context) -> Placement:
     """candidates "auto": the Group's members ranked by ranking.py; sequential offers the
     best and queues the rest, urgent offers the best `candidateCount` (bounded)."""
     mode, policy = body["mode"], context.policy
@@ -145,7 +150,7 @@ def work_offer(view: View, command: Command, context: Context) -> list[Draft]:
     return drafts + [item_draft(item, "work.offered", data)]
 
 
-def _own_live_offer(item: WorkItem, command: Command, now):
+def _own_live_offer(item: WorkItem, command: Command, now: datetime) -> Offer:
     offer = next((o for o in item.offers if o.agent_id == command.agent_id), None)
     if offer is None or not offer.is_live(now):
         status = "not addressed to you" if offer is None else (
@@ -192,7 +197,7 @@ def work_accept_offer(view: View, command: Command, context: Context) -> list[Dr
     return drafts
 
 
-def _require_deadline_ahead(item: WorkItem, now) -> None:
+def _require_deadline_ahead(item: WorkItem, now: datetime) -> None:
     """§10.3: an acceptance is a credible commitment; past the contract's deadline none
     can be made."""
     deadline = parse_time(item.contract["deadline"])
@@ -216,13 +221,13 @@ def _require_no_open_ambiguity(item: WorkItem) -> None:
             {"openAmbiguities": list(item.open_ambiguities)})
 
 
-def _check_capacity(agent_id: str, context: Context) -> None:
+def _check_capacity(agent_id: str | None, context: Context) -> None:
     """The server's backstop to the Worker's own admission control (§10.3, §11.1): an
     acceptance may not take the Agent past its Agent Card's maxConcurrency, counting the
     WorkItems it owns in queued or active in every Group (facts the shell supplies). An
     item whose lease timed out (`lease.expired`) has no live owner and is not counted
     (§11.5: it is the Coordinator's to reassign)."""
-    candidate = context.candidates.get(agent_id)
+    candidate = context.candidates.get(agent_id) if agent_id is not None else None
     if candidate is None:
         return
     if candidate.load >= candidate.max_concurrency:
@@ -234,7 +239,8 @@ def _check_capacity(agent_id: str, context: Context) -> None:
              "current": candidate.load})
 
 
-def _renew_acceptance(item: WorkItem, command: Command, revision: int, context) -> list:
+def _renew_acceptance(item: WorkItem, command: Command, revision: int,
+                      context: Context) -> list[Draft]:
     if item.owner != command.agent_id:
         # Not the owner: a loser whose offer was withdrawn, or never addressed (§10.3).
         _own_live_offer(item, command, context.now)
