@@ -19,6 +19,7 @@ Pure: no Django, no I/O.
 """
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from jsonschema import Draft202012Validator
@@ -43,8 +44,8 @@ class ArtifactFacts:
     intact: bool | None = None  # its bytes still hash to the name (None: not checked)
     size: int | None = None
     media_type: str | None = None  # from the published manifest, if there is one
-    sources: tuple | None = None  # the manifest's source hashes; None without a manifest
-    missing_sources: tuple = ()  # of `sources`, those not stored as blobs
+    sources: tuple[str, ...] | None = None  # the manifest's source hashes; None without a manifest
+    missing_sources: tuple[str, ...] = ()  # of `sources`, those not stored as blobs
     content: object = field(default=NOT_READ, compare=False)  # the parsed JSON, if read
     content_problem: str | None = None  # why the content could not be read as JSON
 
@@ -76,16 +77,18 @@ def problem(method: str, contract: JsonObject) -> str | None:
     return REGISTRY[name].argument_problem(argument, contract)
 
 
-def run(method: str, artifacts: list, contract: JsonObject) -> Outcome:
+def run(method: str, artifacts: Sequence[ArtifactFacts], contract: JsonObject) -> Outcome:
     """Run the named check over the artifacts' facts."""
     trouble = problem(method, contract)
     if trouble is not None:
         return Outcome(FAIL, trouble)
-    name, argument = parse(method)
+    parsed = parse(method)
+    assert parsed is not None, "problem() answers for a method that is not a check"
+    name, argument = parsed
     return REGISTRY[name].run(argument, artifacts, contract)
 
 
-def schema_problem(schema) -> str | None:
+def schema_problem(schema: object) -> str | None:
     """Why a deliverable's `schema` is not a usable JSON Schema (2020-12), or None."""
     try:
         Draft202012Validator.check_schema(schema)
@@ -94,7 +97,7 @@ def schema_problem(schema) -> str | None:
     return None
 
 
-def validate(schema: JsonObject, document) -> str | None:
+def validate(schema: JsonObject, document: object) -> str | None:
     """The first violation of `schema` by `document`, as a sentence, or None. Interpreted
     (jsonschema), never compiled to code: the schema comes from a client. Remote `$ref`s
     are not fetched; they fail the validation."""
@@ -105,74 +108,84 @@ def validate(schema: JsonObject, document) -> str | None:
         return f"the schema could not be applied: {error}"
     if not errors:
         return None
-    error = errors[0]
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
-    return f"{path or '(root)'}: {error.message}"
+    first = errors[0]
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in first.absolute_path)
+    return f"{path or '(root)'}: {first.message}"
 
 
 # --- the checks ----------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class Check:
-    run: object  # (argument, artifacts, contract) -> Outcome
-    argument_problem: object  # (argument, contract) -> str | None
+    run: Callable[[str | None, Sequence[ArtifactFacts], JsonObject], Outcome]
+    argument_problem: Callable[[str | None, JsonObject], str | None]
 
 
-def _no_argument(argument, contract):
+def _no_argument(argument: str | None, contract: JsonObject) -> str | None:
     return None if argument is None else "takes no argument"
 
 
-def _failures(artifacts, sentence) -> list:
+def _failures(artifacts: Sequence[ArtifactFacts],
+              sentence: Callable[[ArtifactFacts], str | None]) -> list[str]:
     return [f"{a.hash}: {text}" for a in artifacts if (text := sentence(a)) is not None]
 
 
-def _verdict(failures: list, success: str) -> Outcome:
+def _verdict(failures: Sequence[str], success: str) -> Outcome:
     return Outcome(FAIL, "; ".join(failures)) if failures else Outcome(PASS, success)
 
 
-def _absent(artifact) -> str | None:
+def _absent(artifact: ArtifactFacts) -> str | None:
     return None if artifact.present else "no blob is stored under this hash"
 
 
-def _non_empty(argument, artifacts, contract):
+def _non_empty(argument: str | None, artifacts: Sequence[ArtifactFacts],
+               contract: JsonObject) -> Outcome:
     if not artifacts:
         return Outcome(FAIL, "no artifact was submitted")
     return _verdict(_failures(artifacts, lambda a: _absent(a) or (
         "is empty" if a.size == 0 else None)), f"{len(artifacts)} artifact(s), none empty")
 
 
-def _positive_integer(argument, contract):
+def _positive_integer(argument: str | None, contract: JsonObject) -> str | None:
     if argument is None or not whole_number(argument, 2**63 - 1):
         return "needs a positive whole number of bytes, e.g. check:max-size:1048576"
     return None
 
 
-def _max_size(argument, artifacts, contract):
+def _max_size(argument: str | None, artifacts: Sequence[ArtifactFacts],
+              contract: JsonObject) -> Outcome:
+    assert argument is not None, "problem() has checked the argument"
     limit = int(argument)
-    return _verdict(_failures(artifacts, lambda a: _absent(a) or (
-        f"{a.size} bytes is over {limit}" if a.size > limit else None)),
-        f"every artifact is at most {limit} bytes")
+
+    def too_large(a: ArtifactFacts) -> str | None:
+        if not a.present:
+            return _absent(a)
+        assert a.size is not None, "the shell sizes every stored blob"
+        return f"{a.size} bytes is over {limit}" if a.size > limit else None
+    return _verdict(_failures(artifacts, too_large), f"every artifact is at most {limit} bytes")
 
 
-def _media_type_argument(argument, contract):
+def _media_type_argument(argument: str | None, contract: JsonObject) -> str | None:
     return None if argument else "needs the media type, e.g. check:media-type:application/json"
 
 
-def _media_type(argument, artifacts, contract):
-    def wrong(a):
+def _media_type(argument: str | None, artifacts: Sequence[ArtifactFacts],
+                contract: JsonObject) -> Outcome:
+    def wrong(a: ArtifactFacts) -> str | None:
         if a.media_type is None:
             return "has no published manifest to give its media type"
         return None if a.media_type == argument else f"is {a.media_type}, not {argument}"
     return _verdict(_failures(artifacts, wrong), f"every artifact is {argument}")
 
 
-def _unreadable(artifact) -> str | None:
+def _unreadable(artifact: ArtifactFacts) -> str | None:
     if artifact.content is NOT_READ:
         return artifact.content_problem or _absent(artifact) or "its content was not read"
     return None
 
 
-def _json(argument, artifacts, contract):
+def _json(argument: str | None, artifacts: Sequence[ArtifactFacts],
+          contract: JsonObject) -> Outcome:
     return _verdict(_failures(artifacts, _unreadable), "every artifact is JSON")
 
 
@@ -180,7 +193,7 @@ def _schemas(contract: JsonObject) -> JsonObject:
     return {d["id"]: d["schema"] for d in contract.get("deliverables", []) if "schema" in d}
 
 
-def _json_schema_argument(argument, contract):
+def _json_schema_argument(argument: str | None, contract: JsonObject) -> str | None:
     schemas = _schemas(contract)
     if argument is None:
         if len(schemas) != 1:
@@ -192,7 +205,8 @@ def _json_schema_argument(argument, contract):
     return None
 
 
-def _json_schema(argument, artifacts, contract):
+def _json_schema(argument: str | None, artifacts: Sequence[ArtifactFacts],
+                 contract: JsonObject) -> Outcome:
     schemas = _schemas(contract)
     deliverable = argument or next(iter(schemas))
     schema = schemas[deliverable]
@@ -205,8 +219,9 @@ def _json_schema(argument, artifacts, contract):
                     f"every artifact validates against the schema of {deliverable}")
 
 
-def _sources_present(argument, artifacts, contract):
-    def lacking(a):
+def _sources_present(argument: str | None, artifacts: Sequence[ArtifactFacts],
+                     contract: JsonObject) -> Outcome:
+    def lacking(a: ArtifactFacts) -> str | None:
         if a.sources is None:
             return "has no published manifest to name its sources"
         if not a.sources:

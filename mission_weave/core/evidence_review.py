@@ -31,6 +31,7 @@ integrity has not run or any criterion is pending, and passes otherwise.
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 
 from . import checks
 from .checks import FAIL, NOT_READ, PASS
@@ -59,11 +60,11 @@ def verdict_of(result: str) -> str | None:
 
 # --- what the submission cites ------------------------------------------------------------
 
-def _unique(hashes) -> list:
+def _unique(hashes: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(hashes))
 
 
-def artifact_hashes(submission: JsonObject) -> list:
+def artifact_hashes(submission: JsonObject) -> list[str]:
     """Every artifact the submission cites: its `artifacts` and those of its Evidence."""
     return _unique([*submission.get("artifacts", []),
                     *(h for e in submission.get("evidence", []) for h in e.get("artifacts", []))])
@@ -72,14 +73,16 @@ def artifact_hashes(submission: JsonObject) -> list:
 def is_deliverable_evidence(record: JsonObject) -> bool:
     """Evidence whose subject is a deliverable (`deliverable:<id>`): its artifacts are
     offered as that deliverable."""
-    return record.get("subject", "").startswith(DELIVERABLE_SUBJECT)
+    subject: str = record.get("subject", "")
+    return subject.startswith(DELIVERABLE_SUBJECT)
 
 
-def deliverable_artifacts(contract: JsonObject, submission: JsonObject) -> JsonObject:
+def deliverable_artifacts(contract: JsonObject,
+                          submission: JsonObject) -> dict[str, list[str]]:
     """deliverable id -> the artifact hashes that deliver it: those of the Evidence with
     its subject, or, for the only deliverable, the submission's `artifacts`. Artifacts
     cited only by other Evidence (an input, a test log) deliver nothing."""
-    named = {}
+    named: dict[str, list[str]] = {}
     for record in submission.get("evidence", []):
         if is_deliverable_evidence(record):
             named.setdefault(record["subject"][len(DELIVERABLE_SUBJECT):], []).extend(
@@ -91,7 +94,7 @@ def deliverable_artifacts(contract: JsonObject, submission: JsonObject) -> JsonO
             for d in deliverables}
 
 
-def criterion_artifacts(submission: JsonObject, criterion_id: str) -> list:
+def criterion_artifacts(submission: JsonObject, criterion_id: str) -> list[str]:
     cited = [h for e in submission.get("evidence", []) if criterion_id in e.get("criteria", [])
              for h in e.get("artifacts", [])]
     return _unique(cited) or list(submission.get("artifacts", []))
@@ -102,7 +105,7 @@ def check_method(criterion: JsonObject) -> str | None:
     return method if checks.parse(method) is not None else None
 
 
-def content_needed(contract: JsonObject, submission: JsonObject) -> set:
+def content_needed(contract: JsonObject, submission: JsonObject) -> set[str]:
     """The hashes whose content the shell must read and parse as JSON."""
     needed = set()
     for deliverable_id, hashes in deliverable_artifacts(contract, submission).items():
@@ -156,7 +159,8 @@ def integrity(contract: JsonObject, submission: JsonObject, facts: JsonObject) -
             "deliverables": deliverables}
 
 
-def _delivery_outcome(deliverable: JsonObject, hashes: list, facts: JsonObject) -> JsonObject:
+def _delivery_outcome(deliverable: JsonObject, hashes: Sequence[str],
+                      facts: JsonObject) -> JsonObject:
     """A deliverable is delivered by artifacts with a published manifest in this Group
     (§13.1), of the media type the contract asks for."""
     if not hashes:
@@ -174,7 +178,8 @@ def _delivery_outcome(deliverable: JsonObject, hashes: list, facts: JsonObject) 
     return {"result": PASS, "detail": f"{len(hashes)} published artifact(s)"}
 
 
-def _schema_outcome(deliverable: JsonObject, hashes: list, facts: JsonObject) -> JsonObject:
+def _schema_outcome(deliverable: JsonObject, hashes: Sequence[str],
+                    facts: JsonObject) -> JsonObject:
     broken = checks.schema_problem(deliverable["schema"])
     if broken is not None:
         return {"result": FAIL, "detail": broken}
