@@ -11,6 +11,7 @@ import json
 import os
 import re
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -428,7 +429,7 @@ if MW_LOG_FORMAT not in ("json", "plain"):
 # (servers started with piped output, as the tests do, would fill their pipe); on in
 # production (settings_production.py).
 MW_REQUEST_LOG = envbool("MW_REQUEST_LOG", False)
-LOGGING = {
+LOGGING: dict[str, Any] = {  # logging.config.dictConfig's schema
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {

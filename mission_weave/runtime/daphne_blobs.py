@@ -39,7 +39,7 @@ def install() -> None:
         patches.require(__name__, package, written_for)
     _patch_request(protocol.WebRequest)
     _patch_server(server.Server)
-    protocol._mw_blobs = True
+    setattr(protocol, "_mw_blobs", True)  # a mark on a module mypy knows as a ModuleType
 
 
 # --- upload: hand over the file ----------------------------------------------------------

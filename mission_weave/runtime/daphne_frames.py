@@ -24,8 +24,10 @@ def install() -> None:
         return
     for package, written_for in WRITTEN_FOR.items():
         patches.require(__name__, package, written_for)
-    protocol.hltype = protocol.hlval = _plain
-    protocol._mw_plain_logs = True
+    # setattr: names set on a module object that mypy only knows as a ModuleType.
+    setattr(protocol, "hltype", _plain)
+    setattr(protocol, "hlval", _plain)
+    setattr(protocol, "_mw_plain_logs", True)
 
 
 def _plain(value, *args, **kwargs):

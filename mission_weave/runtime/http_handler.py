@@ -15,6 +15,7 @@ and it spares twisted work daphne does not use (install_lean_requests).
 import asyncio
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.core import signals
@@ -25,6 +26,9 @@ from django.http import FileResponse
 from django.urls import set_script_prefix
 
 from mission_weave.runtime import daphne_blobs, daphne_frames, patches
+
+if TYPE_CHECKING:
+    from twisted.internet.task import LoopingCall
 
 # What each patch here was written for (mission_weave/runtime/patches.py), checked as it
 # is installed. Read deadlines: twisted's HTTPChannel (its _handlingRequest, the
@@ -66,8 +70,11 @@ def install_read_deadlines() -> None:
     twisted's idle timeout. WebSockets leave the channel at their upgrade, unaffected."""
     if "daphne.server" not in sys.modules:  # a test client, a management command
         return
-    from twisted.web.http import HTTPChannel
+    from twisted.web.http import HTTPChannel as Twisted
 
+    # Patched in place: mypy's view of twisted's class allows neither new attributes nor
+    # replacing its methods, so the class is handled as Any here.
+    HTTPChannel: Any = Twisted
     if getattr(HTTPChannel, "_mw_deadlines", False):
         return
     _require("install_read_deadlines", READ_DEADLINES_WRITTEN_FOR)
@@ -75,8 +82,8 @@ def install_read_deadlines() -> None:
     HTTPChannel._mw_deadline = None  # while a request is being read: when it must be in
     # The channels reading a request, checked twice a second by one timer: a timer per
     # request (twisted's callLater, then its cancel) cost more than the rest of the check.
-    reading = set()
-    ticking = []
+    reading: set[Any] = set()  # HTTPChannels, with the attributes set above
+    ticking: list[LoopingCall] = []
     made, received, raw, headers, content, lost = (
         HTTPChannel.connectionMade, HTTPChannel.dataReceived, HTTPChannel.rawDataReceived,
         HTTPChannel.allHeadersReceived, HTTPChannel.allContentReceived,
@@ -149,7 +156,9 @@ def install_read_deadlines() -> None:
 def _now() -> float:
     from twisted.internet import reactor
 
-    return reactor.seconds()
+    # Twisted types the reactor by zope Interfaces, whose methods are declared without
+    # `self`; mypy reads them without the mypy-zope plugin, which this project does not use.
+    return reactor.seconds()  # type: ignore[misc]
 
 
 install_read_deadlines()

@@ -60,7 +60,7 @@ class Counter:
     """Sliding-window counts in one storage, and the keys this process knows are refused
     (until when, in time.time() seconds)."""
 
-    def __init__(self, storage):
+    def __init__(self, storage: MemoryStorage | RedisStorage) -> None:
         self.limiter = SlidingWindowCounterRateLimiter(storage)
         self.refused_until: dict[str, float] = {}
         self.warned_at = 0.0
@@ -122,7 +122,7 @@ def _counter() -> Counter:
     return counter
 
 
-def _storage(url: str):
+def _storage(url: str) -> MemoryStorage | RedisStorage:
     if not url:
         return MemoryStorage(wrap_exceptions=True)
     # Short timeouts: a stalled Redis must not stall every request with it.

@@ -28,7 +28,15 @@ from pathlib import Path
 
 from mission_weave.runtime.serve import cannot_listen
 
-from .services import ServiceError, free_port, running, start_postgres, start_redis, stop_process
+from .services import (
+    Service,
+    ServiceError,
+    free_port,
+    running,
+    start_postgres,
+    start_redis,
+    stop_process,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 STOP_SECONDS = 20
@@ -101,8 +109,9 @@ class Stack:
     def __init__(self, data: Path):
         self.data = data
         self.logs = data / "logs"
-        self.services = []  # private servers, stopped last
-        self.children = []  # (name, process), stopped first, newest first
+        self.services: list[Service] = []  # private servers, stopped last
+        # (name, process), stopped first, newest first
+        self.children: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.env = {**os.environ, "MW_DATA_DIR": str(data), "PYTHONUNBUFFERED": "1"}
 
     def run(self, args) -> int:

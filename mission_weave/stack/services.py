@@ -103,7 +103,7 @@ def postgres_bin() -> Path:
     # The wheel's binaries, found without importing pgserver (whose import has side
     # effects of its own: a lock file, a runtime folder).
     spec = importlib.util.find_spec("pgserver")
-    if spec is None:
+    if spec is None or not spec.submodule_search_locations:  # none, or not its package
         raise ServiceError("the pgserver wheel is not installed (pip install pgserver)")
     return Path(spec.submodule_search_locations[0]) / "pginstall" / "bin"
 
