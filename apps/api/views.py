@@ -59,7 +59,7 @@ def member_of(request, group_id: str):
 
 
 class SessionsView(APIView):
-    authentication_classes = []
+    authentication_classes: list[type] = []
 
     @extend_schema(request=json_body("SessionRequest"),
                    responses={201: ref("Session"),
@@ -269,7 +269,7 @@ class MissionView(APIView):
 
 
 class AuthorityView(APIView):
-    authentication_classes = []
+    authentication_classes: list[type] = []
 
     @extend_schema(responses={200: ref("AuthorityKeys")},
                    summary="The Group Authority's public keys, current and retired "

@@ -79,7 +79,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
 
     # -- connection ---------------------------------------------------------------
 
-    async def connect(self):
+    async def connect(self) -> None:
         self.subscriptions: dict[str, Subscription] = {}
         self.in_hub: set = set()  # Groups the hub pushes to us (a superset of the above)
         self.queue: asyncio.Queue = asyncio.Queue()
@@ -228,15 +228,18 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=json.dumps({"op": "RESULT", **answer.body},
                                                  separators=(",", ":")))
         else:  # a remembered rejection: the HTTP error envelope as an ERROR frame
-            error = answer.body["error"]
-            await self.send(text_data=error_frame(error["code"], error["message"],
-                                                  error["details"], commandId=command_id))
+            refused = answer.body["error"]
+            await self.send(text_data=error_frame(refused["code"], refused["message"],
+                                                  refused["details"], commandId=command_id))
 
     def _submit(self, group_id: str, command: dict):
         # The same limits as POST .../commands: this address and this principal.
+        principal = self.principal
+        if principal is None:  # not reached: connect() closes an unauthenticated socket
+            raise ProtocolError("UNAUTHENTICATED", "this connection has not authenticated")
         client = self.scope.get("client") or ("unknown",)
-        rate_limits.check("commands", ip=client[0], principal=self.principal.id)
-        return pipeline.submit(group_id, command, self.principal)
+        rate_limits.check("commands", ip=client[0], principal=principal.id)
+        return pipeline.submit(group_id, command, principal)
 
     # -- delivery (the hub calls these on this loop) ---------------------------------
 

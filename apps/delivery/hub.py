@@ -28,7 +28,7 @@ def event_frame(document: dict) -> str:
 
 
 class Hub:
-    def __init__(self):
+    def __init__(self) -> None:
         self.local: dict[str, set] = defaultdict(set)  # group id -> connections
         self._listener: asyncio.Task | None = None
         self._ready: asyncio.Event | None = None
@@ -38,9 +38,9 @@ class Hub:
         Redis subscription is live, so a replay that follows cannot miss a commit."""
         self.local[group_id].add(connection)
         if settings.REDIS_URL:
-            self._ensure_listener()
+            ready = self._ensure_listener()
             try:
-                await asyncio.wait_for(self._ready.wait(), READY_TIMEOUT)
+                await asyncio.wait_for(ready.wait(), READY_TIMEOUT)
             except TimeoutError:
                 # Redis is down: the replay still comes from the log, and the listener
                 # catches every subscription up once it is back.
@@ -71,13 +71,16 @@ class Hub:
             for connection in list(connections):
                 connection.catch_up(group_id)
 
-    def _ensure_listener(self) -> None:
+    def _ensure_listener(self) -> asyncio.Event:
+        """The listener running on this loop, started unless it is; answers the Event it
+        sets once its Redis subscription is live."""
         loop = asyncio.get_running_loop()
-        if self._listener is not None and not self._listener.done() \
-                and self._listener.get_loop() is loop:
-            return
+        if self._ready is not None and self._listener is not None \
+                and not self._listener.done() and self._listener.get_loop() is loop:
+            return self._ready
         self._ready = asyncio.Event()
         self._listener = loop.create_task(self._listen(self._ready))
+        return self._ready
 
     async def _listen(self, ready: asyncio.Event) -> None:
         import redis.asyncio

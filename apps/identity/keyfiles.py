@@ -38,23 +38,28 @@ def public_key_from_file(path) -> str:
         raise _refuse(path, f"is not valid JSON ({error})") from None
     if not isinstance(saved, dict):
         raise _refuse(path, "is not a JSON object")
-    public, private = saved.get("publicKey"), saved.get("privateKey")
-    if public is None and private is None:
-        raise _refuse(path, "a JSON key file needs a publicKey or a privateKey member "
-                            f"(it has {', '.join(sorted(saved)) or 'none'})")
-    for name, value in (("publicKey", public), ("privateKey", private)):
-        if value is not None and not isinstance(value, str):
-            raise _refuse(path, f"{name} must be a base64url string")
-    derived = None
-    if private is not None:
-        try:
-            derived = canonical.public_key_b64url(canonical.private_key_from_b64url(private))
-        except ValueError as error:
-            raise _refuse(path, f"privateKey is not a raw 32-byte Ed25519 key in base64url "
-                                f"({error})") from None
-    if public is not None and derived is not None and _raw(public, path) != _raw(derived, path):
+    # Each member must be a string where present (checked first); then one must be there.
+    public, private = _key_member(saved, "publicKey", path), _key_member(saved, "privateKey", path)
+    if private is None:
+        if public is None:
+            raise _refuse(path, "a JSON key file needs a publicKey or a privateKey member "
+                                f"(it has {', '.join(sorted(saved)) or 'none'})")
+        return public
+    try:
+        derived = canonical.public_key_b64url(canonical.private_key_from_b64url(private))
+    except ValueError as error:
+        raise _refuse(path, f"privateKey is not a raw 32-byte Ed25519 key in base64url "
+                            f"({error})") from None
+    if public is not None and _raw(public, path) != _raw(derived, path):
         raise _refuse(path, "publicKey is not the public half of privateKey")
     return public if public is not None else derived
+
+
+def _key_member(saved: dict, name: str, path) -> str | None:
+    value = saved.get(name)
+    if value is not None and not isinstance(value, str):
+        raise _refuse(path, f"{name} must be a base64url string")
+    return value
 
 
 def _raw(key: str, path) -> bytes:

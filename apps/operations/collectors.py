@@ -4,6 +4,7 @@ the Celery queues. Each part is bounded by short timeouts, and a part that fails
 out (with `mw_metrics_source_up` 0) rather than failing the scrape."""
 
 import logging
+from collections.abc import Iterator
 
 import redis
 from django.conf import settings
@@ -83,7 +84,7 @@ class StateCollector:
             "mw_review_tasks_queued", "Submissions whose review (§13.2) has a step still to "
             "run.", value=sum(1 for r in reviews if r and evidence_review.next_step(r) is not None))
 
-    def _celery(self):
+    def _celery(self) -> Iterator[GaugeMetricFamily]:
         depth = GaugeMetricFamily("mw_celery_queue_length", "Tasks waiting in the Celery "
                                   "broker's queue (all priorities).", labels=["queue"])
         keys = celery_queue_keys()
@@ -91,7 +92,7 @@ class StateCollector:
             for _queue, key in keys:
                 pipe.llen(key)
             lengths = pipe.execute()
-        totals: dict = {}
+        totals: dict[str, int] = {}
         for (queue, _key), length in zip(keys, lengths):
             totals[queue] = totals.get(queue, 0) + length
         for queue, total in sorted(totals.items()):

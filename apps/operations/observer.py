@@ -80,7 +80,7 @@ class Connections:
     there are any, how far each subscription is behind its Group's head in PostgreSQL
     (a connection's `subscriptions`: Group id -> Subscription with `sent`)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.open: set = set()
         self._task: asyncio.Task | None = None
 
