@@ -135,7 +135,7 @@ def reset_peak(pid: int) -> None:
 
 
 def measure(port: int, token: str, pid: int, work: Path, size: int, repeats: int) -> dict:
-    samples = {"upload": [], "download": [], "sha256sum": [], "cp": []}
+    samples: dict[str, list[float]] = {"upload": [], "download": [], "sha256sum": [], "cp": []}
     growth = {"upload": 0, "download": 0}  # KiB over the RSS before each request
 
     def watched(what, request):

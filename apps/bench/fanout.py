@@ -56,7 +56,7 @@ class Committer:
         _id, payload = self.coordinator.command(self.group_id, "mission.create", {
             "title": "fanout", "ownerId": http_lifecycles.OWNER,
             "coordinatorId": f"agent:{self.coordinator.name}"})
-        stamp = {}
+        stamp: dict[str, float] = {}
         with transaction.atomic():
             # Registered first, so it runs before the pipeline's publish hook.
             transaction.on_commit(lambda: stamp.setdefault("t", time.perf_counter()))

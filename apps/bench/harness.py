@@ -13,7 +13,9 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
+from typing import IO, Any
 
+import psycopg
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -61,8 +63,17 @@ def celery_worker_command(*args: str) -> list:
             *args]
 
 
+class ServerProcess(subprocess.Popen[bytes]):
+    """A server that start_server started: its stderr (`log`, a temporary file), its
+    `port`, and the metrics folder it made for it (None when the caller gave `env`)."""
+
+    log: IO[bytes]
+    port: int
+    metrics: str | None
+
+
 def start_server(port: int, workers: int = 1, env: dict | None = None,
-                 http_server: str = "daphne") -> subprocess.Popen:
+                 http_server: str = "daphne") -> ServerProcess:
     """`python -m mission_weave.runtime.serve` (or another of HTTP_SERVERS) on `port`, returned
     once GET /api/v1/authority answers. `env` defaults to this process's environment
     with DEBUG off and a metrics folder of the server's own."""
@@ -76,7 +87,7 @@ def start_server(port: int, workers: int = 1, env: dict | None = None,
     # Its log goes to a file, not a pipe: a pipe nobody reads fills up and stalls the
     # server once it logs a line per request (MW_REQUEST_LOG).
     log = tempfile.TemporaryFile()
-    process = subprocess.Popen(
+    process = ServerProcess(
         [sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)], cwd=ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=log)
     process.log, process.port, process.metrics = log, port, metrics
@@ -155,19 +166,20 @@ class CpuMeter:
         self.server_pid = server_pid
         self.database = settings.DATABASES["default"]["NAME"]
 
-    def _server(self) -> float:
-        return sum(cpu_seconds(pid) for pid in process_tree(self.server_pid))
+    @staticmethod
+    def _server(server_pid: int) -> float:
+        return sum(cpu_seconds(pid) for pid in process_tree(server_pid))
 
     def start(self) -> "CpuMeter":
         self.client = time.process_time()
-        self.server = self._server() if self.server_pid else 0.0
+        self.server = self._server(self.server_pid) if self.server_pid else 0.0
         self.backends = {pid: cpu_seconds(pid) for pid in postgres_backends(self.database)}
         return self
 
     def stop(self, operations: int) -> dict:
         spent = {"client": time.process_time() - self.client}
         if self.server_pid:
-            spent["server"] = self._server() - self.server
+            spent["server"] = self._server(self.server_pid) - self.server
         spent["postgres"] = sum(cpu_seconds(pid) - self.backends.get(pid, 0.0)
                                 for pid in postgres_backends(self.database))
         per = 1000 / max(operations, 1)
@@ -216,8 +228,9 @@ def stop_server(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
-    if getattr(process, "metrics", None):  # start_server's own folder
-        shutil.rmtree(process.metrics, ignore_errors=True)
+    metrics = getattr(process, "metrics", None)  # start_server's own folder, if it made one
+    if metrics:
+        shutil.rmtree(metrics, ignore_errors=True)
 
 
 @contextmanager
@@ -277,6 +290,15 @@ def percentile(values: list, fraction: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+
+
+def one_value(cursor: psycopg.Cursor[Any]) -> Any:
+    """The first column of the row a query answers, for the bench's own queries of a row
+    they made themselves (none is an error, as indexing None would have been)."""
+    row = cursor.fetchone()
+    if row is None:
+        raise RuntimeError("the query found no row")
+    return row[0]
 
 
 def percentile_ms(values: list, fraction: float) -> float:

@@ -26,6 +26,7 @@ from apps.identity.principals import Principal
 from apps.ledger import pipeline
 from apps.work import recovery
 from mission_weave.core.commands import derive_id
+from mission_weave.core.json_types import JsonObject
 from mission_weave.protocol.canonical import public_key_b64url, sha256_hex, sign
 from mission_weave.protocol.timefmt import format_time
 
@@ -81,6 +82,9 @@ class Agent:
 
 
 OWNER = "user:bench"  # the MissionOwner of every bench Mission (a human member)
+# One command of a plan as a client sends it: (type, Group id, bearer token, signed bytes).
+# A plan is a list per client of lifecycles, each a list of these.
+Step = tuple[str, str, str, bytes]
 
 
 def bench_group(slug: str):
@@ -118,7 +122,7 @@ def submit_here(agent: Agent, group_id: str, payload: bytes) -> dict:
 def start_steps(coordinator: Agent, worker: Agent, group_id: str, item: str) -> list:
     """The commands that take a new WorkItem to `active`: [(agent, type, command id, bytes)]."""
     expires = format_time(timezone.now() + timedelta(hours=1))
-    steps = [
+    steps: list[tuple[Agent, str, JsonObject, JsonObject]] = [
         (coordinator, "work.authorize", {"workItemId": item, "missionId": "m",
                                          "contract": contract()}, {}),
         (coordinator, "work.offer", {"candidates": [worker.name], "mode": "sequential",
@@ -133,7 +137,7 @@ def start_steps(coordinator: Agent, worker: Agent, group_id: str, item: str) -> 
 def prepare(run: str, group_count: int, lifecycles: int, clients: int) -> dict:
     groups, coordinator, workers = cast(run, group_count, clients)
     expires = format_time(timezone.now() + timedelta(hours=1))
-    plans = [[] for _ in range(clients)]
+    plans: list[list[list[Step]]] = [[] for _ in range(clients)]
     for k in range(lifecycles):
         thread, group = k % clients, groups[k % group_count]
         worker, item = workers[thread], f"wi-{k}"
@@ -166,12 +170,13 @@ def deliverable_of(worker: Agent, group_id: str, item: str) -> dict:
     data = f"# {item}\n\nWritten by {worker.name} for the lifecycle benchmark.\n".encode()
     name = sha256_hex(data)
     blobs.put(blobs.parse_name(name), [data], f"agent:{worker.name}", timezone.now())
-    manifest = {"hash": name, "mediaType": "text/markdown", "schema": None, "size": len(data),
-                "producer": worker.name, "agentCardVersion": "1", "missionId": "m",
-                "groupId": group_id, "workItemId": item, "sources": [],
-                "versions": {"tool": "mw_bench", "model": None, "capability": "1"},
-                "createdAt": format_time(timezone.now()), "classification": "internal",
-                "uri": f"http://127.0.0.1/api/v1/blobs/{name}"}
+    manifest: JsonObject = {
+        "hash": name, "mediaType": "text/markdown", "schema": None, "size": len(data),
+        "producer": worker.name, "agentCardVersion": "1", "missionId": "m",
+        "groupId": group_id, "workItemId": item, "sources": [],
+        "versions": {"tool": "mw_bench", "model": None, "capability": "1"},
+        "createdAt": format_time(timezone.now()), "classification": "internal",
+        "uri": f"http://127.0.0.1/api/v1/blobs/{name}"}
     return {"name": name, "manifest": sign(manifest, worker.key, worker.key_id)}
 
 

@@ -37,7 +37,7 @@ class Subscriber:
     def __init__(self, url: str, groups: list, token: str, after: dict):
         self.url, self.groups, self.token = url, groups, token
         self.last = {g: after[g] - 1 for g in groups}  # highest contiguous sequence held
-        self.seen = {g: set() for g in groups}
+        self.seen: dict[str, set[int]] = {g: set() for g in groups}
         self.first = {g: after[g] for g in groups}
         self.frames = self.duplicates = self.reconnects = self.out_of_order = 0
         self.latencies: list = []

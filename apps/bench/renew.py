@@ -11,7 +11,7 @@ from .harness import free_port, start_server, stop_server
 
 def prepare(run: str, group_count: int, items: int, renewals: int, clients: int) -> dict:
     groups, coordinator, workers = http_lifecycles.cast(run, group_count, clients)
-    plans = [[] for _ in range(clients)]
+    plans: list[list[list[http_lifecycles.Step]]] = [[] for _ in range(clients)]
     for k in range(items):
         thread, group = k % clients, groups[k % group_count]
         worker, item = workers[thread], f"ri-{k}"

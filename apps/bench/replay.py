@@ -111,7 +111,7 @@ def run_websocket(port: int, prepared: dict) -> dict:
                                 "afterSequence": 0}))
         sent, size = 0, 0
         while sent < prepared["head"]:
-            text = socket.recv(timeout=60)
+            text = socket.recv(timeout=60, decode=True)  # text frames, as str
             frame = json.loads(text)
             size += len(text)
             if frame.get("op") != "EVENT":

@@ -48,7 +48,7 @@ from mission_weave.core.evolve import evolve
 from mission_weave.protocol.timefmt import format_time
 
 from . import http_lifecycles, replay
-from .harness import database_url, percentile_ms, server
+from .harness import database_url, one_value, percentile_ms, server
 
 FILL_ITEM = "fill"  # the WorkItem the filling events report progress on
 FILL_SLICE = 10_000  # events per transaction while filling
@@ -100,7 +100,8 @@ def fill(group_id: str, length: int, now) -> int:
             FILL_ITEM, work_store.versions(group_id, [FILL_ITEM])[FILL_ITEM],
             tuple(slice_templates),
             tuple(rows), work_store.item_patch(group_id, before, alone.items[FILL_ITEM]))
-        if len(pipeline.submit_prepared(group_id, [prepared])) != count:
+        appended = pipeline.submit_prepared(group_id, [prepared])  # None only if skip_locked
+        if appended is None or len(appended) != count:
             raise RuntimeError("the fill lost a race for its WorkItem")
     with connection.cursor() as cursor:  # what autovacuum would do for a log this size
         cursor.execute(f"ANALYZE {Event._meta.db_table}")
@@ -161,7 +162,7 @@ RAW_SCHEMA = http_lifecycles.raw_schema("mw_bench_scale") + \
 def raw_fill(dsn: str, length: int) -> None:
     """The raw group's events up to `length`, written by the database itself."""
     with psycopg.connect(dsn, autocommit=True) as raw:
-        head = raw.execute("SELECT head_sequence FROM mw_bench_scale.grp").fetchone()[0]
+        head = one_value(raw.execute("SELECT head_sequence FROM mw_bench_scale.grp"))
         if head < length:
             raw.execute(
                 "INSERT INTO mw_bench_scale.event (group_id, sequence, type, data, hash) "
@@ -180,8 +181,8 @@ def raw_latency(dsn: str, plan: list) -> dict:
         for type_, _group, _token, payload in plan:
             started = time.perf_counter()
             with raw.transaction():
-                head = raw.execute("SELECT head_sequence FROM mw_bench_scale.grp "
-                                   "WHERE id = 'g' FOR UPDATE").fetchone()[0] + 1
+                head = one_value(raw.execute("SELECT head_sequence FROM mw_bench_scale.grp "
+                                             "WHERE id = 'g' FOR UPDATE")) + 1
                 raw.execute("INSERT INTO mw_bench_scale.event (group_id, sequence, type, "
                             "data, hash) VALUES ('g', %s, %s, %s, 'sha256:x')",
                             (head, type_, payload.decode()))

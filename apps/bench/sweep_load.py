@@ -42,7 +42,7 @@ from mission_weave.core.commands import Draft, derive_id
 from mission_weave.core.state import View
 from mission_weave.protocol.timefmt import format_time
 
-from .harness import database_url
+from .harness import database_url, one_value
 from .harness import percentile_ms as ms
 from .http_lifecycles import Agent, contract
 
@@ -136,9 +136,9 @@ def run_raw(groups: list, now) -> dict:
         started = time.perf_counter()
         for group_id in groups:
             with connection.transaction():
-                head = connection.execute(
+                head = one_value(connection.execute(
                     "SELECT head_sequence FROM mw_bench_sweep.grp WHERE id = %s FOR UPDATE",
-                    (group_id,)).fetchone()[0]
+                    (group_id,)))
                 inserted = connection.execute(RAW_SWEEP, {
                     "group": group_id, "now": now, "at": format_time(now),
                     "head": head}).rowcount
@@ -216,7 +216,7 @@ class Commands:
         a steady PACE: `count` of them, or while `until()` is false. Paced, not back to
         back, so that the client does not take a core of its own from the sweep it is
         measuring beside."""
-        samples = []
+        samples: list[tuple[float, float, float]] = []
         due = time.perf_counter()
         while self.next < len(self.envelopes):
             due += PACE
