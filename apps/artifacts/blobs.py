@@ -12,7 +12,7 @@ import hashlib
 import logging
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -154,7 +154,7 @@ class Verified:
     name: str
     size: int
     chunks: Iterator[bytes]
-    close: callable
+    close: Callable[[], None]
 
 
 def open_verified(digest: str, principal: str, now) -> Verified:

@@ -47,9 +47,10 @@ def load(group_id: str, command: Command, head_sequence: int) -> dict:
                 # asked only of a coordinator of the target: it reveals that Group's content
                 "targetHasArtifact": roles is not None and _has_artifact(target, body)}
     if command.type == "mission.create":  # those it names must be members with the roles
-        delegates = body.get("delegates") if isinstance(body.get("delegates"), list) else []
-        named = [body.get("ownerId"), body.get("coordinatorId"), *delegates]
-        named = [p for p in named if isinstance(p, str)]
+        delegates = body.get("delegates")
+        named = [p for p in (body.get("ownerId"), body.get("coordinatorId"),
+                             *(delegates if isinstance(delegates, list) else ()))
+                 if isinstance(p, str)]
         members = dict(Membership.objects.filter(group_id=group_id, principal__in=named,
                                                  active=True).values_list("principal", "roles"))
         return {"roles": {p: members.get(p) for p in named}}  # one query for all of them
@@ -70,7 +71,9 @@ _MISSIONS = (f"SELECT mission_id, min(sequence) FROM ("
 def _source_missions(group_id: str, body: dict, head_sequence: int) -> list:
     """[(missionId, first sequence)] of the events in the package's `sourceEvents` that
     name a Mission; [] for a range the core refuses anyway."""
-    source = body.get("sourceEvents") if isinstance(body.get("sourceEvents"), dict) else {}
+    source = body.get("sourceEvents")
+    if not isinstance(source, dict):
+        source = {}
     first, last = source.get("from"), source.get("to")
     if not (isinstance(first, int) and isinstance(last, int)
             and 1 <= first <= last <= head_sequence):

@@ -45,8 +45,9 @@ class OperatorParser(CommandParser):
                         f"(e.g. {self.prog} [OPTIONS] -- -VALUE)")
         super().error(message)
 
-    def _join_dash_values(self, words: list) -> list:
-        joined, index = [], 0
+    def _join_dash_values(self, words: list[str]) -> list[str]:
+        joined: list[str] = []
+        index = 0
         while index < len(words):
             word = words[index]
             if word == "--":

@@ -129,7 +129,7 @@ def _together(batch: list) -> None:
     wrote. Answers are given only once it committed. If the batch fails (a command id
     answered meanwhile refuses it by its unique record, or a command met an error), each
     command goes again alone, so that one command's failure is its own."""
-    answers = []
+    answers: list[Answer | ProtocolError | None] = []
     plugged.observer.batched(len(batch))
     try:
         with transaction.atomic():
@@ -267,7 +267,7 @@ def prepare_system(group_id: str, view: state.View, versions: dict, drafts: list
                    now: datetime) -> list:
     """[Prepared] for system drafts that each change only the WorkItem they name (a
     deadline's expiry), decided from `view` as read without the lock at `versions`."""
-    by_item = {}
+    by_item: dict[str, list] = {}
     for draft in drafts:
         by_item.setdefault(draft.work_item_id, []).append(draft)
     occurred_at, at = format_time(now), connection.ops.adapt_datetimefield_value(now)

@@ -48,7 +48,13 @@ class Key:
 
     @property
     def number(self) -> int:
-        return int(_KEY_ID.fullmatch(self.key_id)[1])
+        return int(self.key_id.removeprefix("authority#"))  # checked against _KEY_ID when read
+
+    @property
+    def signer(self) -> Ed25519PrivateKey:
+        if self.private is None:
+            raise RuntimeError(f"{self.key_id} is retired: only its public key is held")
+        return self.private
 
     @property
     def verifier(self) -> Ed25519PublicKey:
@@ -84,7 +90,7 @@ class Keyring:
 def sign(document: dict) -> dict:
     """A copy of `document` signed with the current key."""
     current = keyring().current
-    return canonical.sign(document, current.private, current.key_id)
+    return canonical.sign(document, current.signer, current.key_id)
 
 
 def verify(document: dict) -> bool:
@@ -102,7 +108,7 @@ def listing() -> dict:
 
 def private_key() -> Ed25519PrivateKey:
     """The current signing key."""
-    return keyring().current.private
+    return keyring().current.signer
 
 
 def keyring() -> Keyring:

@@ -64,7 +64,7 @@ def _inspect(blob: Blob, wants_content: bool, verify: bool, now) -> dict:
         report_corrupted(blob, now, f"found by the review: sha256:{actual} ({size} bytes) "
                                     "on disk")
         return {"intact": False, "content_problem": "the stored bytes do not match the hash"}
-    if not keep:
+    if not keep or data is None:  # data is None only past `keep`, a size mismatch above
         problem = f"over {limit} bytes: not read as JSON" if wants_content else None
         return {"intact": True, "content_problem": problem}
     content, problem = evidence_review.parse_content(data)

@@ -64,7 +64,7 @@ def _current(group_id: str, item_id: str, submission_revision: int):
 
 
 def _append(group_id: str, item_id: str, submission_revision: int, event_type: str,
-            outcome=None) -> list:
+            outcome=None) -> list | None:
     return pipeline.submit_system(
         group_id, review_step(item_id, submission_revision, event_type, outcome),
         timezone.now(), lambda g: work_store.load_items_and_missions(g, [item_id]))

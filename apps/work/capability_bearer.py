@@ -106,9 +106,9 @@ def introspect(token, principal: Principal, now: datetime) -> dict:
         return INACTIVE
     item = state_documents.item_from_doc(row.doc)
     descriptor = capabilities.find(item, token_id)
-    if not capabilities.is_active(item, descriptor, now):
-        return INACTIVE
     lease = item.live_lease
+    if descriptor is None or lease is None or not capabilities.is_active(item, descriptor, now):
+        return INACTIVE
     expires_at = min(parse_time(descriptor["expiresAt"]), lease.expires_at)
     return {"active": True, "scope": capabilities.scope_string(descriptor["scopes"]),
             "scopes": descriptor["scopes"], "groupId": group_id, "workItemId": item.id,

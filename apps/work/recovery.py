@@ -26,7 +26,7 @@ def revoke_agent_leases(agent_id: str, now: datetime) -> int:
     dispatch ends the attempt). Returns the count of events appended."""
     held = (models.WorkItem.objects.filter(owner=agent_id, state=ACTIVE, lease_id__isnull=False)
             .values_list("group_id", "work_item_id"))
-    by_group = {}
+    by_group: dict[str, list[str]] = {}
     for group_id, item_id in held:
         by_group.setdefault(group_id, []).append(item_id)
     policy = pipeline.policy()
@@ -35,5 +35,5 @@ def revoke_agent_leases(agent_id: str, now: datetime) -> int:
         events = pipeline.submit_system(
             group_id, lambda view: commands.revoke_for_session(view, agent_id, now, policy), now,
             lambda gid, ids=item_ids: work_store.load_items_and_missions(gid, ids))
-        revoked += len(events)
+        revoked += len(events or ())  # None only with skip_locked, not used here
     return revoked

@@ -50,18 +50,18 @@ def _select(table: str, kind: str, group_id: str, condition: tuple) -> tuple[str
     return f"SELECT '{kind}', doc FROM {table} WHERE group_id = %s AND {where}", [group_id, *params]
 
 
-def _fetch(view: View, *selects, ahead: tuple | None = None) -> list | None:
+def _fetch(view: View, *selects, ahead: tuple | None = None) -> list:
     """Read `selects` into `view` in one statement; `ahead`, a statement run just before
-    it in the same round trip, gives its rows back."""
-    selects = [s for s in selects if not s[0].endswith("1 = 0")]
+    it in the same round trip, gives its rows back (none without it)."""
+    wanted = [s for s in selects if not s[0].endswith("1 = 0")]
     statements = [ahead] if ahead else []
-    if selects:
-        statements.append((" UNION ALL ".join(sql for sql, _ in selects),
-                           [p for _, params in selects for p in params]))
+    if wanted:
+        statements.append((" UNION ALL ".join(sql for sql, _ in wanted),
+                           [p for _, params in wanted for p in params]))
     results = db.fetch_all(statements)
-    if selects:
+    if wanted:
         _add(view, results[-1])
-    return results[0] if ahead else None
+    return results[0] if ahead else []
 
 
 def load(group_id: str, command: Command) -> View:
@@ -183,7 +183,7 @@ def load_for_dispatch(group_id: str, item_ids) -> View:
 def load_all(group_id: str) -> View:
     """Every projected object of the Group, for mw_verify."""
     view = View()
-    everything = ("1 = 1", [])
+    everything: tuple[str, list] = ("1 = 1", [])
     _fetch(view, _select(ITEMS, "item", group_id, everything),
            _select(MISSIONS, "mission", group_id, everything),
            _select(PROPOSALS, "proposal", group_id, everything))
@@ -222,7 +222,7 @@ def candidates(group_id: str, command: Command, view: View | None = None) -> dic
     work.accept_offer (the capacity backstop, no history needed); the pending candidates
     of a work.decline_offer under autoDispatch (the next offer)."""
     body = command.body if isinstance(command.body, dict) else {}
-    item = view.items.get(command.work_item_id) if view is not None else None
+    item = view.items.get(command.work_item_id or "") if view is not None else None
     if command.type == "work.offer":
         names = body.get("candidates")
         if names == "auto":
@@ -232,7 +232,8 @@ def candidates(group_id: str, command: Command, view: View | None = None) -> dic
                                    history=True)
     elif command.type == "work.accept_offer" and command.agent_id:
         return candidate_facts(group_id, [command.agent_id])
-    elif command.type == "work.decline_offer" and item is not None and item.offer_queue:
+    elif command.type == "work.decline_offer" and view is not None and item is not None \
+            and item.offer_queue:
         mission = view.missions.get(item.mission_id)
         if mission is not None and mission.auto_dispatch:
             return candidate_facts(group_id, item.offer_queue, history=True)
@@ -276,7 +277,7 @@ def candidate_facts(group_id: str, agent_ids=None, history: bool = False) -> dic
             continue
         presence = None if status is None else PresenceReport(slots, status, db.aware(reported_at))
         facts[agent_id] = (roles, db.from_json(card), presence, loads.get(agent_id, 0))
-    reliability = {}
+    reliability: dict[str, dict] = {}
     for owner, capabilities, item_state, count in (ended[0] if ended else ()):
         counts = reliability.setdefault(owner, {}).setdefault(
             frozenset(capabilities), {"verified": 0, "failed": 0})
