@@ -342,7 +342,7 @@ MW_FAULT_RATE = float(envstr("MW_FAULT_RATE", "1") or 1)
 # Largest blob a PUT may carry, in bytes (PAYLOAD_TOO_LARGE above it). Blob bodies are
 # streamed, so DATA_UPLOAD_MAX_MEMORY_SIZE (MW_MAX_BODY_BYTES) does not apply to them.
 MW_BLOB_MAX_BYTES = envint("MW_BLOB_MAX_BYTES", 1024 * 1024 * 1024)
-# The review pipeline (§13.2, apps/artifacts/tasks.py): the largest artifact it parses as
+# The review pipeline (§13.2, apps/review/tasks.py): the largest artifact it parses as
 # JSON for a schema or check (its content is held in memory).
 MW_REVIEW_MAX_JSON_BYTES = envint("MW_REVIEW_MAX_JSON_BYTES", 16 * 1024 * 1024)
 # The dashboard's artifact reader (apps/dashboard/reader.py, docs/architecture.md "The

@@ -96,7 +96,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         self.principal_id = self.principal.id
         self.pump = asyncio.get_running_loop().create_task(self._pump())
         await self.accept()
-        ports.observer.connection_opened(self)  # metrics: connections, delivery lag
+        ports.plugged.observer.connection_opened(self)  # metrics: connections, delivery lag
 
     async def _authenticate(self) -> Principal | None:
         headers = dict(self.scope.get("headers", ()))
@@ -110,7 +110,7 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         return None
 
     async def disconnect(self, code):
-        ports.observer.connection_closed(self)
+        ports.plugged.observer.connection_closed(self)
         for group_id in getattr(self, "in_hub", ()):
             HUB.remove(group_id, self)
         pump = getattr(self, "pump", None)

@@ -281,10 +281,3 @@ def _takes(method, declared, name: str, protocol: type) -> list[str]:
         return [f"cannot take {name}({said}) as {protocol.__name__} calls it: {error}"]
     return []
 
-
-def __getattr__(name: str):
-    """`ports.observer` and the rest, as callers outside the ledger read them still;
-    the ledger itself reads `ports.plugged.<name>`."""
-    if name in PORTS or name == "committed":
-        return getattr(plugged, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -280,7 +280,7 @@ def test_an_open_websocket_shows_in_the_connections_and_its_lag_is_measured(sett
         s.c.ok("mission.create", {"title": f"m{k}", "ownerId": s.owner.principal,
                                   "coordinatorId": s.c.principal})
     head = s.world.head
-    connections = ports.observer.connections
+    connections = ports.plugged.observer.connections
 
     async def scenario():
         socket = WebsocketCommunicator(APP, "/ws/v1/", headers=[

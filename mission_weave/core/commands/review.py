@@ -1,5 +1,5 @@
 """The review of a submission (§13.2): reviewer Evidence (`evidence.record`), the steps the
-server appends for itself (apps/artifacts/tasks.py runs them), and what the review asks of
+server appends for itself (apps/review/tasks.py runs them), and what the review asks of
 `work.accept_result`. The evaluation itself is mission_weave/core/evidence_review.py. Pure."""
 
 from collections.abc import Callable, Sequence
