@@ -10,7 +10,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mission_weave.settings")
 
-import django  # noqa: E402
+import django
 
 # Set Django up before anything below imports models.
 django.setup(set_prefix=False)

@@ -7,7 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from apps.ledger import signing_keys
 
-from .settings import *  # noqa: F401,F403
+from .settings import *  # noqa: F403
 from .settings import (
     INSTALLED_APPS,
     MW_AUTHORITY_KEY_ID,

@@ -66,7 +66,7 @@ def rendered(text: str) -> str:
             raise ValueError(f"expected one {begin} ... {end} block")
         pattern = re.compile(re.escape(begin) + r"[^\n]*\n.*?" + re.escape(end), re.S)
         header = text[text.index(begin):].split("\n", 1)[0]
-        text = pattern.sub(lambda _, h=header, r=render: f"{h}\n{r()}\n{end}", text)
+        text = pattern.sub(lambda _, h=header, r=render, e=end: f"{h}\n{r()}\n{e}", text)
     return text
 
 

@@ -5,7 +5,7 @@ import itertools
 import json
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.test import Client
@@ -15,13 +15,13 @@ from apps.identity.models import Membership
 from apps.ledger.models import Group
 from mission_weave.protocol.canonical import public_key_b64url, sign
 from mission_weave.protocol.timefmt import format_time
-from tests.samples import contract  # noqa: F401  (re-exported for the tests)
+from tests.samples import contract  # re-exported for the tests
 
 _counter = itertools.count(1)
 
 
 def now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def evidence(criteria, producer=None, **overrides) -> dict:

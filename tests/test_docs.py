@@ -14,4 +14,4 @@ def test_the_protocol_doc_shows_the_tables_the_code_enforces():
 
 
 def test_render_docs_writes_into_docs_protocol_md():
-    assert TARGET == Path(__file__).resolve().parent.parent / "docs" / "protocol.md"
+    assert Path(__file__).resolve().parent.parent / "docs" / "protocol.md" == TARGET

@@ -4,7 +4,7 @@ from tests.support import evidence
 
 def test_full_lifecycle(scenario):
     s = scenario
-    item_id, started = s.running()
+    item_id, _started = s.running()
     s.w1.ok("work.progress", {"phase": "drafting", "milestones": ["outline"]},
             **s.lease_fields(item_id))
     s.w1.ok("work.submit", {"contractRevision": 1, "artifacts": [s.deliver(item_id)],

@@ -53,6 +53,6 @@ class ApiErrorsMiddleware:
             return None
         error = as_protocol_error(exception)
         if error is None:
-            log.exception("internal error on %s %s", request.method, request.path)
+            log.error("internal error on %s %s", request.method, request.path, exc_info=exception)
             error = ProtocolError("INTERNAL_ERROR", "the server failed")
         return response(error)

@@ -30,10 +30,10 @@ def read_json(request) -> dict:
     try:
         value = json.loads(request.body, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as error:
-        raise ProtocolError("VALIDATION_ERROR", f"the body is not valid JSON: {error}")
+        raise ProtocolError("VALIDATION_ERROR", f"the body is not valid JSON: {error}") from None
     except RecursionError:  # far deeper than MW_MAX_JSON_DEPTH: the parser gave up first
         raise ProtocolError("VALIDATION_ERROR", "the body is nested too deeply",
-                            {"maxDepth": settings.MW_MAX_JSON_DEPTH})
+                            {"maxDepth": settings.MW_MAX_JSON_DEPTH}) from None
     if not isinstance(value, dict):
         raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
     problem = domain_problem(value, settings.MW_MAX_JSON_DEPTH)

@@ -173,7 +173,7 @@ def open_verified(digest: str, principal: str, now) -> Verified:
         handle = storage.blob_storage().open(storage.blob_name(digest), "rb")
     except (FileNotFoundError, OSError) as error:
         report_corrupted(blob, now, f"the stored copy cannot be opened: {error}")
-        raise _corrupted(name)
+        raise _corrupted(name) from error
     try:
         if blob.size <= SINGLE_READ_MAX:
             data = handle.read(blob.size + 1)

@@ -61,7 +61,7 @@ def blob_storage() -> Storage:
 
 @receiver(setting_changed)
 def _forget_storage(setting, **kwargs):
-    if setting.startswith("MW_BLOB_") or setting.startswith("MW_S3_"):
+    if setting.startswith(("MW_BLOB_", "MW_S3_")):
         blob_storage.cache_clear()
 
 
@@ -78,7 +78,8 @@ class IncomingFile(File):
     into place with os.rename instead of copying the bytes again."""
 
     def __init__(self, path: str):
-        super().__init__(open(path, "rb"), name=os.path.basename(path))
+        # The File owns the handle and closes it, as Django's File does.
+        super().__init__(open(path, "rb"), name=os.path.basename(path))  # noqa: SIM115
         self.path = path
 
     def temporary_file_path(self) -> str:

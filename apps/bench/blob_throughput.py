@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 from django.conf import settings
@@ -151,8 +152,8 @@ def measure(port: int, token: str, pid: int, work: Path, size: int, repeats: int
         sha256sum(path)  # once to warm the page cache, as the upload will find it
         samples["sha256sum"].append(sha256sum(path))
         samples["cp"].append(cp(path))
-        watched("upload", lambda: upload(port, token, path, name, size))
-        watched("download", lambda: download(port, token, name, size))
+        watched("upload", partial(upload, port, token, path, name, size))
+        watched("download", partial(download, port, token, name, size))
         path.unlink()
     rates = {what: round(size / MIB / (sum(seconds) / len(seconds)), 1)
              for what, seconds in samples.items()}

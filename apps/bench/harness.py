@@ -19,7 +19,7 @@ import psycopg
 from django.conf import settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from mission_weave.stack.services import free_port  # noqa: F401 - the tests' and bench's too
+from mission_weave.stack.services import free_port  # the tests' and the bench's too
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,7 +86,7 @@ def start_server(port: int, workers: int = 1, env: dict | None = None,
                "MW_METRICS_DIR": metrics}
     # Its log goes to a file, not a pipe: a pipe nobody reads fills up and stalls the
     # server once it logs a line per request (MW_REQUEST_LOG).
-    log = tempfile.TemporaryFile()
+    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the server process)
     process = ServerProcess(
         [sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)], cwd=ROOT, env=env,
         stdout=subprocess.DEVNULL, stderr=log)
@@ -289,7 +289,7 @@ def percentile(values: list, fraction: float) -> float:
     if not values:
         return float("nan")
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(fraction * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
 def one_value(cursor: psycopg.Cursor[Any]) -> Any:

@@ -60,7 +60,7 @@ class Subscriber:
                         self.take(json.loads(text))
                         if self.closing:
                             return
-            except (OSError, WebSocketException, asyncio.TimeoutError):
+            except (TimeoutError, OSError, WebSocketException):
                 pass
             if not self.closing:
                 self.reconnects += 1

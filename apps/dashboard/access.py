@@ -45,7 +45,7 @@ def viewer(user, group_id: str) -> Viewer:
     try:
         member = principals.membership(group_id, principal)
     except ProtocolError:  # NOT_A_MEMBER, for a Group that does not exist too
-        raise NotFound(group_id)
+        raise NotFound(group_id) from None
     return Viewer(principal, group_id, member.roles, member.epoch)
 
 

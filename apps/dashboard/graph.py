@@ -8,6 +8,7 @@ graph as a cluster below it. Pure: plain data in, plain data out.
 Input, `nodes`: id -> {state, goal, depends_on, policy, child}, where child is None or
 {id, title, state, nodes (the same shape), count (optional: len(nodes) by default)}."""
 
+import itertools
 from bisect import bisect_right, insort
 from typing import Any
 from urllib.parse import quote
@@ -205,7 +206,7 @@ def _mark_cycle(drawing: dict, cycle: list) -> list:
     boxes = {n["id"]: n for n in drawing["nodes"]}
     real = {(e["source"], e["target"]): e for e in drawing["edges"]}
     extra = []
-    for dependant, dependency in zip(cycle, cycle[1:]):
+    for dependant, dependency in itertools.pairwise(cycle):
         if dependant not in boxes or dependency not in boxes:
             continue
         boxes[dependant]["in_cycle"] = boxes[dependency]["in_cycle"] = True
@@ -255,7 +256,7 @@ def _layers(depends_on: dict, level: dict):
                 layers[lane[2]].append(lane)
                 up[lane], down[lane] = [], []
             route = [source, *lanes, target]
-            for a, b in zip(route, route[1:]):
+            for a, b in itertools.pairwise(route):
                 down[a].append(b)
                 up[b].append(a)
             routes[(source, target)] = route
@@ -294,7 +295,7 @@ def _sweep(layers: list, neighbours: dict, downward: bool) -> list:
 
 def _layer_crossings(layers: list, down: dict) -> int:
     total = 0
-    for upper, lower in zip(layers, layers[1:]):
+    for upper, lower in itertools.pairwise(layers):
         rank = {e: i for i, e in enumerate(lower)}
         total += _inversions([(i, rank[b]) for i, a in enumerate(upper) for b in down[a]])
     return total
@@ -341,7 +342,7 @@ def _fit(layer: list, wanted: list, height: dict) -> list:
     need, and what remains must not decrease: an isotonic regression (pool adjacent
     violators)."""
     room = [0]
-    for a, b in zip(layer, layer[1:]):
+    for a, b in itertools.pairwise(layer):
         room.append(room[-1] + height[a] + _gap(a, b))
     pools = []  # [sum, count] of adjacent elements that share one value
     for w, r in zip(wanted, room):

@@ -1,6 +1,7 @@
 """What each page shows, read from the projections and the log (never written here).
 Each function takes a Viewer whose membership was checked, and reads that Group only."""
 
+import contextlib
 from dataclasses import replace
 
 from django.db.models import Q
@@ -380,10 +381,8 @@ def revision_diff(history: list, wanted: str | None, current: int) -> dict | Non
     by_revision = {entry["revision"]: entry["contract"] for entry in history}
     a, b = current - 1, current
     if wanted:
-        try:
+        with contextlib.suppress(ValueError):
             a, b = (int(part) for part in wanted.split("..", 1))
-        except ValueError:
-            pass
     if a not in by_revision or b not in by_revision:
         return None
     return {"rev_a": a, "rev_b": b, "rows": contract_diff.diff(by_revision[a], by_revision[b])}

@@ -136,7 +136,7 @@ def _progress(event: dict) -> dict | None:
     if event["type"] == "work.blocked":
         # Older logs hold the progress fields as the checkpoint itself (state._block_checkpoint).
         checkpoint = data["checkpoint"]
-        return checkpoint["progress"] if "progress" in checkpoint else checkpoint
+        return checkpoint.get("progress", checkpoint)
     return None
 
 

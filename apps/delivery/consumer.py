@@ -176,9 +176,10 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
         try:
             frame = json.loads(text_data, parse_constant=_refuse_constant)
         except ValueError as error:
-            raise ProtocolError("VALIDATION_ERROR", f"the frame is not valid JSON: {error}")
+            raise ProtocolError("VALIDATION_ERROR",
+                                f"the frame is not valid JSON: {error}") from None
         except RecursionError:
-            raise ProtocolError("VALIDATION_ERROR", "the frame is nested too deeply")
+            raise ProtocolError("VALIDATION_ERROR", "the frame is nested too deeply") from None
         if not isinstance(frame, dict) or not isinstance(frame.get("op"), str):
             raise ProtocolError("VALIDATION_ERROR", "a frame is a JSON object with an op")
         problem = domain_problem(frame, settings.MW_MAX_JSON_DEPTH)
@@ -273,9 +274,9 @@ class DeliveryConsumer(AsyncWebsocketConsumer):
                 subscription = self.subscriptions.get(group_id)
                 if subscription is None:
                     continue
-                if kind == "recheck" or time.monotonic() - subscription.checked_at > ttl:
-                    if not await self._still_member(group_id, subscription):
-                        continue
+                due = kind == "recheck" or time.monotonic() - subscription.checked_at > ttl
+                if due and not await self._still_member(group_id, subscription):
+                    continue
                 if kind == "push":
                     await self._deliver(group_id, subscription, *payload)
                 elif kind == "catch_up":

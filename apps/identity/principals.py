@@ -57,8 +57,8 @@ def authenticate_bearer(token: str, now: datetime, group_id: str | None = None) 
         rows = db.fetch(f"SELECT agent_id, epoch, expires_at, superseded_at FROM {SESSIONS} "
                         "WHERE token_hash = %s", [token_hash(token)])
     else:
-        keys = ("SELECT json_object_agg(k.key_id, k.public_key) FROM {} k "
-                "WHERE k.agent_id = s.agent_id AND k.active").format(KEYS)
+        keys = (f"SELECT json_object_agg(k.key_id, k.public_key) FROM {KEYS} k "
+                "WHERE k.agent_id = s.agent_id AND k.active")
         rows = db.fetch(
             f"SELECT s.agent_id, s.epoch, s.expires_at, s.superseded_at, m.roles, m.epoch, "
             f"({keys}) FROM {SESSIONS} s LEFT JOIN {MEMBERS} m ON m.group_id = %s "

@@ -69,7 +69,7 @@ def register_agent(agent_id: str, public_key: str, card: dict | None = None) -> 
     try:
         public_key_from_b64url(public_key)
     except ValueError as error:
-        raise ProtocolError("VALIDATION_ERROR", f"public key: {error}")
+        raise ProtocolError("VALIDATION_ERROR", f"public key: {error}") from None
     if card is not None:
         check_card(card)
     with transaction.atomic():
@@ -176,7 +176,7 @@ def remove_member(group: Group, principal: str) -> None:
 
 def create_user(username: str, password: str):
     check(NAME, username, "VALIDATION_ERROR", "username")
-    user, created = get_user_model().objects.get_or_create(username=username)
+    user, _created = get_user_model().objects.get_or_create(username=username)
     user.set_password(password)
     user.save()
     return user

@@ -58,6 +58,7 @@ def open_session(request: dict, now: datetime) -> dict:
                 key_id=request["keyId"], token_hash=principals.token_hash(token),
                 created_at=now, expires_at=expires_at)
     except IntegrityError:
-        raise ProtocolError("NONCE_REUSED", "this nonce was already used to open a session")
+        raise ProtocolError("NONCE_REUSED",
+                            "this nonce was already used to open a session") from None
     return {"sessionId": session.id, "sessionEpoch": session.epoch, "token": token,
             "expiresAt": format_time(expires_at)}

@@ -8,7 +8,7 @@ trip in psycopg's pipeline mode, as server-side bound (and so preparable) statem
 
 import json
 from contextlib import ExitStack
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from django.db import connection
 
@@ -78,7 +78,7 @@ def aware(moment):
     if isinstance(moment, str):
         moment = datetime.fromisoformat(moment)
     if isinstance(moment, datetime) and moment.tzinfo is None:
-        return moment.replace(tzinfo=timezone.utc)
+        return moment.replace(tzinfo=UTC)
     return moment
 
 

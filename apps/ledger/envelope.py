@@ -61,7 +61,7 @@ def check_envelope(envelope, group_id: str) -> bytes:
         return signing_bytes(envelope)
     except (ValueError, TypeError) as error:  # e.g. an integer beyond IEEE 754's 2**53
         raise ProtocolError("VALIDATION_ERROR",
-                            f"the command has no RFC 8785 canonical form: {error}")
+                            f"the command has no RFC 8785 canonical form: {error}") from None
 
 
 def to_command(envelope: dict, roles: frozenset) -> Command:

@@ -66,6 +66,9 @@ class LoggedEvent(models.Model):
     class Meta:
         abstract = True
 
+    def __str__(self):
+        return f"{self.group_id} #{self.sequence} {self.type}"
+
     def save(self, *args, **kwargs):
         if not self._state.adding:
             raise TypeError("the event log is append-only: events are never updated")
@@ -73,9 +76,6 @@ class LoggedEvent(models.Model):
 
     def delete(self, *args, **kwargs):
         raise TypeError("the event log is append-only: events are never deleted")
-
-    def __str__(self):
-        return f"{self.group_id} #{self.sequence} {self.type}"
 
 
 class Event(LoggedEvent):

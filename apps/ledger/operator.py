@@ -21,7 +21,7 @@ class OperatorCommand(BaseCommand):
         try:
             result = self.run(*args, **options)
         except ProtocolError as error:
-            raise CommandError(f"{error.code}: {error.message}")
+            raise CommandError(f"{error.code}: {error.message}") from None
         self.stdout.write(json.dumps(result))
 
     def run(self, *args, **options) -> dict:

@@ -192,8 +192,7 @@ def _decide_and_write(pending, heads: dict, view: state.View) -> Answer:
     answer = Answer(200, {"commandId": command.id, "events": events, "duplicate": False})
     # With the record: a repeated id fails its unique constraint and takes the whole
     # attempt back with it.
-    db.execute_as_one(writes + [_record(group_id, command, pending.fingerprint, answer, None,
-                                        now)])
+    db.execute_as_one([*writes, _record(group_id, command, pending.fingerprint, answer, None, now)])
     if events:
         heads[group_id] = (events[-1]["sequence"], events[-1]["hash"])
     plugged.observer.appended(time.perf_counter() - decided)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -160,19 +161,15 @@ class Unplugged:
         return f"<unplugged port {self.port}>"
 
 
-def _unplugged(port: str) -> Any:
-    return field(default_factory=lambda: Unplugged(port))
-
-
 @dataclass
 class Plugged:
     """The implementation plugged into each port, and the subscribers to commits."""
 
-    members: Members = _unplugged("members")
-    projections: Projections = _unplugged("projections")
-    facts: Facts = _unplugged("facts")
-    answers: Answers = _unplugged("answers")
-    local_hub: LocalHub = _unplugged("local_hub")
+    members: Members = field(default_factory=partial(Unplugged, "members"))
+    projections: Projections = field(default_factory=partial(Unplugged, "projections"))
+    facts: Facts = field(default_factory=partial(Unplugged, "facts"))
+    answers: Answers = field(default_factory=partial(Unplugged, "answers"))
+    local_hub: LocalHub = field(default_factory=partial(Unplugged, "local_hub"))
     observer: Observer = field(default_factory=Unobserved)
     committed: list[Subscriber] = field(default_factory=list)
 

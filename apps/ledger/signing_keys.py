@@ -21,7 +21,7 @@ import os
 import re
 import secrets
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import lru_cache
 from pathlib import Path
 
@@ -220,7 +220,7 @@ def _from_files(state: tuple, retired: str) -> Keyring:
                                        f"seed ({error})") from None
         successor = state[index + 1] if index + 1 < len(state) else None
         retired_at = None if successor is None else format_time(
-            datetime.fromtimestamp(successor[2] / 1e9, timezone.utc).replace(microsecond=0))
+            datetime.fromtimestamp(successor[2] / 1e9, UTC).replace(microsecond=0))
         keys.append(Key(f"authority#{number}", canonical.public_key_b64url(private),
                         retired_at, private if successor is None else None))
     try:

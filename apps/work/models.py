@@ -41,8 +41,6 @@ PRIORITY_ORDER = ("urgency_rank", "impact_rank", "deadline", "work_item_id")
 
 
 class WorkItem(models.Model):
-    objects = WorkItemQuerySet.as_manager()
-
     # No index of its own: work_item_unique (group, work_item_id) leads with it.
     group = models.ForeignKey("ledger.Group", on_delete=models.PROTECT, db_index=False)
     work_item_id = models.CharField(max_length=100)
@@ -63,6 +61,8 @@ class WorkItem(models.Model):
     deadline = models.DateTimeField(null=True)  # ascending puts a missing one last
     doc = models.JSONField()
     updated_at = models.DateTimeField()
+
+    objects = WorkItemQuerySet.as_manager()
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["group", "work_item_id"],

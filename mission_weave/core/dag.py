@@ -31,5 +31,5 @@ def cycle_through(item_id: str, new_dependencies: Iterable[str],
         if node in seen:
             continue
         seen.add(node)
-        stack.extend((nxt, path + [nxt]) for nxt in edges.get(node, ()))
+        stack.extend((nxt, [*path, nxt]) for nxt in edges.get(node, ()))
     return None

@@ -149,7 +149,7 @@ def _end_attempt(item: WorkItem, trigger: str, now: datetime) -> list[base.Draft
     fenced = fence(item, now)
     attempt = next((d.data["attempt"] for d in fenced if "attempt" in d.data), item.attempts)
     outcome = retries.after_failure(state.replace(item, attempts=attempt), False, now)
-    return fenced + [_timeout_failure(item, attempt, trigger, outcome, now)]
+    return [*fenced, _timeout_failure(item, attempt, trigger, outcome, now)]
 
 
 def _timeout_failure(item: WorkItem, attempt: int, trigger: str, outcome: retries.Outcome,

@@ -114,7 +114,7 @@ def _authorized(view: View, event: Event, data: JsonObject) -> None:
         revision=0, created_at=event.occurred_at)
     view.items[item.id] = item
     mission = view.missions[event.known_mission_id]
-    view.missions[mission.id] = replace(mission, work_items=mission.work_items + (item.id,),
+    view.missions[mission.id] = replace(mission, work_items=(*mission.work_items, item.id),
                                         approval_refusal=None)
     if item.proposal_id in view.proposals:
         view.proposals[item.proposal_id] = replace(
@@ -208,7 +208,7 @@ def _lease_renewed(view: View, event: Event, data: JsonObject) -> None:
     lease = _lease_of(item)
     expires_at = parse_time(data["expiresAt"])
     _update_item(view, event.known_item_id, lease=replace(
-        lease, expires_at=expires_at, renewals=lease.renewals + ((event.occurred_at, expires_at),)),
+        lease, expires_at=expires_at, renewals=(*lease.renewals, (event.occurred_at, expires_at))),
         capability_tokens=_issue_token(item.capability_tokens, data.get("capabilityToken"), event))
 
 
@@ -392,7 +392,7 @@ def _failed(view: View, event: Event, data: JsonObject) -> None:
 def _message_posted(view: View, event: Event, data: JsonObject) -> None:
     item = view.items[event.known_item_id]
     if data["kind"] == "ambiguity":
-        _update_item(view, item.id, open_ambiguities=item.open_ambiguities + (data["messageId"],))
+        _update_item(view, item.id, open_ambiguities=(*item.open_ambiguities, data["messageId"]))
     elif data["kind"] == "resolution" and data.get("cleared", True):
         # A resolution message cleared its ambiguity until §10.1 was followed: older logs
         # hold such events (no `cleared` member) and replay must still clear it. New ones

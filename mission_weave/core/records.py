@@ -49,7 +49,7 @@ def _forwarding_approved(view: View, event: Event, data: JsonObject) -> None:
     record = view.artifacts[data["hash"]]
     entry = {"id": data["approvalId"], "targetGroupId": data["targetGroupId"], "by": data["by"],
              "at": format_time(event.occurred_at), "comment": data.get("comment")}
-    view.artifacts[data["hash"]] = {**record, "forwardingApprovals": approvals(record) + [entry]}
+    view.artifacts[data["hash"]] = {**record, "forwardingApprovals": [*approvals(record), entry]}
 
 
 def _forwarded(view: View, event: Event, data: JsonObject) -> None:

@@ -98,13 +98,13 @@ class _Gate:
         self.open = asyncio.Event()
         self.open.set()
 
-    def pauseProducing(self):  # noqa: N802 (twisted's interface)
+    def pauseProducing(self):  # twisted's interface
         self.open.clear()
 
-    def resumeProducing(self):  # noqa: N802
+    def resumeProducing(self):
         self.open.set()
 
-    def stopProducing(self):  # noqa: N802 (the connection is going: never block on it)
+    def stopProducing(self):  # the connection is going: never block on it
         self.open.set()
 
 
@@ -112,7 +112,7 @@ def _is_blob(request, method: bytes) -> bool:
     return request.method == method and request.path.startswith(BLOB_PATH)
 
 
-def _patch_request(WebRequest) -> None:  # noqa: N803
+def _patch_request(WebRequest) -> None:
     process, handle_reply = WebRequest.process, WebRequest.handle_reply
 
     def patched_process(self):
@@ -140,7 +140,7 @@ def _patch_request(WebRequest) -> None:  # noqa: N803
     WebRequest.handle_reply = patched_handle_reply
 
 
-def _patch_server(Server) -> None:  # noqa: N803
+def _patch_server(Server) -> None:
     handle_reply = Server.handle_reply
 
     async def patched_handle_reply(self, protocol, message):

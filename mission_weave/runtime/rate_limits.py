@@ -17,6 +17,7 @@ Django session), the sessions view (the agent named in the body, before its sign
 checked) and the WebSocket consumer (COMMAND frames).
 """
 
+import contextlib
 import functools
 import html
 import logging
@@ -208,10 +209,8 @@ def with_retry_after(response, error: ProtocolError):
 @functools.lru_cache(maxsize=1)
 def login_paths() -> frozenset:
     paths = {resolve_url(settings.LOGIN_URL)}
-    try:
+    with contextlib.suppress(NoReverseMatch):
         paths.add(reverse("admin:login"))
-    except NoReverseMatch:
-        pass
     return frozenset(paths)
 
 

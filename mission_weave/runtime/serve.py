@@ -14,6 +14,7 @@ ones it derives from the settings (WebSocket pings), which they override.
 """
 
 import argparse
+import contextlib
 import errno
 import os
 import signal
@@ -98,10 +99,8 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGINT, stop)
     # The first child to exit takes the others down: a half-alive server is worse.
     exit_code = 0
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.wait()
-    except ChildProcessError:
-        pass
     stop(None, None)
     for child in children:
         exit_code = child.wait() or exit_code

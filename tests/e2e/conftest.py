@@ -356,7 +356,7 @@ class SdkWorker:
         try:
             code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            raise AssertionError(f"the SDK worker did not end:\n{self.log()[-3000:]}")
+            raise AssertionError(f"the SDK worker did not end:\n{self.log()[-3000:]}") from None
         return code, (self.folder / "stdout.txt").read_text()
 
 

@@ -20,6 +20,7 @@ command that was in flight, what the check found, how long the life and the chec
 N kills the children serve without faults until SIGTERM."""
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -34,7 +35,7 @@ POINTS = ("before_append", "after_append", "before_commit", "after_commit")
 
 
 class QuietHandler(WSGIRequestHandler):
-    def log_message(self, format, *args):  # noqa: A002 - the base class's name
+    def log_message(self, format, *args):  # the base class's name
         pass
 
 
@@ -179,10 +180,8 @@ def main(argv=None) -> int:
     def stop(signum, frame):
         stopping["now"] = True
         if child["pid"]:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(child["pid"], signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)

@@ -4,6 +4,7 @@ Celery worker's pool process, the daphne children of mission_weave.runtime.serve
 to a log file (a pipe nobody reads would fill up and stall a process that logs a lot,
 as a server does while its database is down)."""
 
+import contextlib
 import http.client
 import os
 import signal
@@ -25,10 +26,8 @@ def spawn(args: list, env: dict, log: Path, cwd=ROOT) -> subprocess.Popen:
 def signal_group(process: subprocess.Popen, sig: int) -> None:
     """`sig` to the process and its children (its process group is its pid)."""
     if process.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            pass
 
 
 def stop(process: subprocess.Popen, seconds: float = 20) -> None:
@@ -40,10 +39,8 @@ def stop(process: subprocess.Popen, seconds: float = 20) -> None:
         signal_group(process, signal.SIGKILL)
         process.wait()
     # Children that outlived their parent (a pool process) are still in the group.
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def tail(log: Path, size: int = 3000) -> str:

@@ -27,7 +27,7 @@ PAUSED = 2.0  # a tick this late means the process was not running
 
 
 async def main(args) -> None:
-    log = Path(args.log).open("a")
+    log = Path(args.log).open("a")  # noqa: SIM115 (open until the process is killed)
     client = Client(args.url, AgentKey.load(args.key), backoff_seconds=0.05)
 
     async def send(type_: str, body: dict, **fields) -> dict | None:

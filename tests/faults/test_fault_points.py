@@ -43,12 +43,11 @@ def test_a_rate_of_zero_never_kills(settings, deaths):
 def test_after_commit_kills_once_the_transaction_committed(settings, deaths, db,
                                                            django_capture_on_commit_callbacks):
     settings.MW_FAULT_POINT, settings.MW_FAULT_RATE = "after_commit", 1.0
-    with django_capture_on_commit_callbacks(execute=True):
-        with transaction.atomic():
-            faults.reach("before_append")
-            faults.reach("after_append")
-            faults.reach("before_commit")
-            assert deaths == []  # not before the commit
+    with django_capture_on_commit_callbacks(execute=True), transaction.atomic():
+        faults.reach("before_append")
+        faults.reach("after_append")
+        faults.reach("before_commit")
+        assert deaths == []  # not before the commit
     assert deaths == ["SIGKILL"]
 
 

@@ -126,7 +126,7 @@ def test_a_thousand_kills_inside_the_command_transaction_leave_no_partial_state(
         {p: KILLS // 4 + (i < KILLS % 4) for i, p in enumerate(checks_points())})
     assert [k for k in kills if k["problems"]] == []  # every check after every kill
     after_commit = {k["commandId"] for k in kills if k["point"] == "after_commit"}
-    for command_id, (group_id, envelope, answer) in sent.items():
+    for command_id, (group_id, _envelope, answer) in sent.items():
         records = CommandRecord.objects.filter(group_id=group_id, command_id=command_id)
         assert records.count() == 1, command_id
         assert answer["duplicate"] == (command_id in after_commit), (command_id, answer)

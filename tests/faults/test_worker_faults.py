@@ -17,7 +17,7 @@ import json
 import signal
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -57,7 +57,7 @@ def lease_expires(group_id, item_id) -> datetime:
 
 
 def past(moment: datetime, margin: float = 0.3) -> bool:
-    return (datetime.now(timezone.utc) - moment).total_seconds() > margin
+    return (datetime.now(UTC) - moment).total_seconds() > margin
 
 
 def test_a_killed_and_a_paused_worker_are_fenced_and_their_late_commands_kept(

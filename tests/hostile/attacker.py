@@ -90,7 +90,7 @@ class Attacker:
         if roll < 0.05:
             return None
         if roll < 0.15:
-            return rnd.choice(everyone + [cast.worker2, cast.coordinator2, cast.owner2])
+            return rnd.choice([*everyone, cast.worker2, cast.coordinator2, cast.owner2])
         command_type = case.body.get("type") if isinstance(case.body, dict) else None
         needed = ROLES.get(command_type) if isinstance(command_type, str) else None
         if not needed:

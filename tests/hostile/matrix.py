@@ -219,7 +219,7 @@ def signed_by(actor: Actor, document: dict) -> dict:
 GROUP_WIDE = frozenset({"mission.create", "work.propose", "conversation.post",
                         "artifact.approve_forwarding"})
 FENCED = {"work.decline_offer": "OFFER_NOT_LIVE", "work.accept_offer": "OFFER_NOT_LIVE",
-          "work.start": "STALE_OWNERSHIP", **{t: "STALE_LEASE" for t in LEASE_COMMANDS}}
+          "work.start": "STALE_OWNERSHIP", **dict.fromkeys(LEASE_COMMANDS, "STALE_LEASE")}
 
 
 def expect_command(cast: Cast, actor: Actor | None, type_: str, target: str) -> tuple:
@@ -320,10 +320,7 @@ def api_request(cast: Cast, actor: Actor | None, route: str, method: str,
         if key is victim.key:  # no key of one's own: a signature that is not the victim's
             body["signature"]["sig"] = body["signature"]["sig"][::-1]
         return Request("POST", "/api/v1/sessions", body, refused("INVALID_SIGNATURE"))
-    if actor is None:
-        expected = refused("UNAUTHENTICATED")
-    else:
-        expected = OK
+    expected = refused("UNAUTHENTICATED") if actor is None else OK
     if route == "capabilities/introspect":
         s = stage_of(cast, target)
         return Request("POST", "/api/v1/capabilities/introspect",
@@ -446,7 +443,7 @@ def dashboard_path(cast: Cast, name: str, target: str) -> tuple[str, str, dict |
 
 def expect_dashboard(cast: Cast, actor: Actor | None, name: str, target: str) -> tuple:
     """(HTTP status, PROTOCOL code shown on the page or None)."""
-    method, below, _data, command_type = DASHBOARD[name]
+    _method, _below, _data, command_type = DASHBOARD[name]
     if name == "login":
         return OK
     if name == "logout":
@@ -456,7 +453,7 @@ def expect_dashboard(cast: Cast, actor: Actor | None, name: str, target: str) ->
         return (302, None)  # to the login page: agents have no dashboard
     if name == "groups":
         return OK  # one's own inbox, filtered by a Group one is not in: empty
-    if target == OTHER_GROUP or not cast.member_of_home(actor) or target == OTHER_GROUP_IDS:
+    if target in (OTHER_GROUP, OTHER_GROUP_IDS) or not cast.member_of_home(actor):
         return (404, None)  # as for what does not exist
     if command_type is None:
         return OK

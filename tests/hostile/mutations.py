@@ -23,6 +23,7 @@ approval, a coordinator's forwarding), another Mission's object (b). Such a `fre
 may pass, and then every event it appended names only the Mission it named."""
 
 import copy
+import itertools
 import uuid
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -426,8 +427,8 @@ def _offline_base(w, type_, role, actor, body) -> Base:
     document = _envelope(w, actor, type_, body, workItemId=lease.item,
                          extensions={URN: binding_for(w, lease, actor)})
     b = Base(type_, role, "offline", actor, document, w.cast.m1.mission_id, [
-        Pointer(ITEM, "item:active"), Pointer(BINDING + ("workItemId",), "item:active"),
-        Pointer(BINDING + ("leaseId",), "lease"), Pointer(BINDING + ("groupId",), "group")])
+        Pointer(ITEM, "item:active"), Pointer((*BINDING, "workItemId"), "item:active"),
+        Pointer((*BINDING, "leaseId"), "lease"), Pointer((*BINDING, "groupId"), "group")])
     for state in ("submitted", "blocked"):
         own = w.leases[state]
         moved = _set(_set(document, ITEM, own.item), BINDING, binding_for(w, own, actor))
@@ -468,8 +469,8 @@ def _package_base(w, type_, role, variant, actor) -> Base:
                    artifacts=[m1.artifact], events=(m1.created_sequence, m1.created_sequence))
     scope = ("body", "scope")
     return Base(type_, role, variant, actor, _envelope(w, actor, type_, body),
-                m1.mission_id, [ADD_ITEM, Pointer(scope + ("missionId",), "mission"),
-                                Pointer(scope + ("workItemId",), "item:open", "add"),
+                m1.mission_id, [ADD_ITEM, Pointer((*scope, "missionId"), "mission"),
+                                Pointer((*scope, "workItemId"), "item:open", "add"),
                                 Pointer(("body", "artifacts", 0), "artifact"),
                                 Pointer(("body", "id"), "new:package", "create",
                                         frozenset({A, C}))],
@@ -497,7 +498,7 @@ BUILDERS = {
     "mission.fail": _mission_base, "mission.cancel": _mission_base,
     "work.propose": _mission_base, "work.authorize": _authorize_base,
     "work.fail": _item_base,
-    **{type_: _item_base for type_ in ITEM_COMMANDS},
+    **dict.fromkeys(ITEM_COMMANDS, _item_base),
     "artifact.publish": _publish_base, "context.publish": _package_base,
     "artifact.approve_forwarding": _forwarding_base, "artifact.forward": _forwarding_base,
 }
@@ -591,7 +592,7 @@ def _set(document: dict, path: tuple, new) -> dict:
     """A deep copy of `document` with `path` set to `new` (dicts made on the way)."""
     document = copy.deepcopy(document)
     node = document
-    for part, following in zip(path, path[1:]):
+    for part, following in itertools.pairwise(path):
         if isinstance(part, int):
             node = node[part]
             continue

@@ -137,9 +137,9 @@ def test_command(cast, db, name, target, type_):
         assert heads(cast) == before
     names = matrix.secrets(cast, actor, target)
     if names and expected != OK:
-        twin = twin_command(sender, type_, envelope, names + [envelope["id"]])
+        twin = twin_command(sender, type_, envelope, [*names, envelope["id"]])
         same_answer(response, post_command(actor, matrix.renamed(group_id, names), twin),
-                    names + [envelope["id"]])
+                    [*names, envelope["id"]])
 
 
 # -- the dashboard -------------------------------------------------------------------------------

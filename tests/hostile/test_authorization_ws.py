@@ -149,7 +149,7 @@ def test_command_frame(cast, name, target, type_):
     assert (answer["op"], answer["code"], answer["commandId"]) == (
         "ERROR", code, envelope["id"]), answer
     assert heads(cast) == before
-    names = matrix.secrets(cast, actor, target) + [envelope["id"]]
+    names = [*matrix.secrets(cast, actor, target), envelope["id"]]
     twin = matrix.renamed(envelope, names)
     if type_ == "context.publish" and actor.key is not None:
         twin["body"] = matrix.signed_by(actor, twin["body"])

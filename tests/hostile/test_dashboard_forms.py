@@ -114,15 +114,19 @@ def test_no_form_value_breaks_the_server(cast, who, page):
     assert forms, f"{who} sees no form on {path}"
 
     for form in forms:
-        @settings(max_examples=15, deadline=None, database=None,
-                  suppress_health_check=list(HealthCheck))
-        @given(data=form_data(form))
-        def send_generated(data):
-            response = send(actor, form, data)
-            assert response.status_code in (200, 302, 400, 403, 404, 409, 413, 422), (
-                form["action"], data, response.status_code, response.content[:500])
+        send_generated_values(actor, form)
 
-        send_generated()
+
+def send_generated_values(actor, form):
+    @settings(max_examples=15, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(data=form_data(form))
+    def send_generated(data):
+        response = send(actor, form, data)
+        assert response.status_code in (200, 302, 400, 403, 404, 409, 413, 422), (
+            form["action"], data, response.status_code, response.content[:500])
+
+    send_generated()
 
 
 @pytest.mark.parametrize(("who", "page"), PAGES)

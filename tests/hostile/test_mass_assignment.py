@@ -400,5 +400,5 @@ def test_a_coordinator_and_worker_of_another_mission_publishes_only_under_a_leas
     assert_error(relayed, 400, "VALIDATION_ERROR")  # the lease path: name the leaseId
     assert_error(leased, 409, "STALE_LEASE")
     assert recorded(cast) == before
-    assert digest(m2.unpublished_data) not in {a for a in Artifact.objects.values_list(
-        "hash", flat=True)}
+    assert digest(m2.unpublished_data) not in set(Artifact.objects.values_list(
+        "hash", flat=True))

@@ -108,7 +108,7 @@ def test_the_admin_refuses_any_edit_of_the_log(busy, operator, model):
 
     assert operator.get(url(model, "add")).status_code == 403
     assert operator.post(url(model, "add"), {}).status_code == 403
-    edit = {name: "changed" for name in before}
+    edit = dict.fromkeys(before, "changed")
     assert operator.post(url(model, "change", obj.pk), edit).status_code == 403
     assert operator.get(url(model, "delete", obj.pk)).status_code == 403
     assert operator.post(url(model, "delete", obj.pk), {"post": "yes"}).status_code == 403
@@ -185,7 +185,7 @@ def test_removing_a_member_clears_active_and_moves_the_epoch(scenario, operator,
                                  {"roles": ["worker"]})
 
     assert (action.status_code, unticked.status_code) == (302, 302)
-    for principal, before in members.items():
+    for _principal, before in members.items():
         after = Membership.objects.get(pk=before.pk)
         assert (after.active, after.epoch, after.roles) == (False, before.epoch + 1,
                                                             before.roles)

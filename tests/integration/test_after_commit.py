@@ -36,7 +36,7 @@ def test_a_command_a_session_replacement_and_a_sweep_each_tell_the_subscribers(
         seen, clock, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=True):
         s = Scenario()
-        item_id, started = s.running(s.w1)
+        item_id, _started = s.running(s.w1)
     assert types(seen)[-1] == "work.started"  # a command
 
     with django_capture_on_commit_callbacks(execute=True):

@@ -377,11 +377,11 @@ class AuthorityMachine(RuleBasedStateMachine):
             "work.accept_offer": lambda: {"contractRevision": revision},
             "approval.grant_execution": lambda: {"comment": "go"},
             "approval.refuse_execution": lambda: {"reason": "too risky"},
-            "work.start": lambda: {},
+            "work.start": dict,
             "schedule.disclose": lambda: {
                 "estimatedStart": {"from": later, "to": later}, "estimatedCompletion": later,
                 "confidence": 0.5, "capacityStatus": "available", "calculatedAt": later},
-            "lease.renew": lambda: {},
+            "lease.renew": dict,
             "work.progress": lambda: PROGRESS,
             "work.checkpoint": lambda: {"progress": PROGRESS},
             "work.block": lambda: {"checkpoint": {"progress": PROGRESS},

@@ -155,7 +155,7 @@ FIELD_CASES = (
     [(f, v) for f in ("id", "type", "groupId", "actor", "workItemId", "leaseId")
      for v in NOT_A_STRING + ODD_STRINGS]
     + [("issuedAt", v) for v in NOT_A_STRING + ODD_STRINGS + BAD_TIMES]
-    + [(f, v) for f in ("sessionEpoch", "membershipEpoch") for v in NOT_AN_INTEGER + [0]]
+    + [(f, v) for f in ("sessionEpoch", "membershipEpoch") for v in [*NOT_AN_INTEGER, 0]]
     + [(f, v) for f in ("expectedRevision", "ownershipEpoch") for v in NOT_AN_INTEGER]
     + [("body", v) for v in [None, [], "body", 1, True, HUGE, {"reason": "\x00"},
                              {"reason": HUGE}, {"reason": "\ud800"}, {"reason": 1e308},
@@ -195,7 +195,7 @@ REQUIRED = ["id", "type", "groupId", "actor", "issuedAt", "sessionEpoch", "membe
             "body", "workItemId"]
 
 
-@pytest.mark.parametrize("field", REQUIRED + ["signature"])
+@pytest.mark.parametrize("field", [*REQUIRED, "signature"])
 def test_a_missing_envelope_member_is_refused(s, field):
     envelope = signed(s.c, base_envelope(s))
     del envelope[field]

@@ -6,6 +6,7 @@ import hashlib
 import logging
 import os
 import tracemalloc
+from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -79,7 +80,7 @@ def test_upload_then_download_roundtrip(alice, size, blob_root):
     digest = name.split(":", 1)[1]
     path = stored_path(name)
     assert path == str(blob_root / "store" / digest[:2] / digest[2:4] / digest)
-    assert open(path, "rb").read() == data
+    assert Path(path).read_bytes() == data
     assert Blob.objects.get(hash=name).size == size
     assert incoming_files() == []
 
@@ -139,7 +140,7 @@ def test_hash_mismatch_against_an_existing_blob_changes_nothing(alice, bob):
 
     assert_error(put(bob, name, b"bob pretends"), 422, "HASH_MISMATCH")
 
-    assert open(stored_path(name), "rb").read() == data
+    assert Path(stored_path(name)).read_bytes() == data
     # Naming a blob without its bytes earns no access to it.
     assert_error(get(bob, name), 403, "NOT_A_MEMBER")
 
@@ -546,5 +547,5 @@ def test_concurrent_uploads_of_one_new_blob_store_it_once_for_every_uploader():
     assert len(results) == 4 and {r.size for r in results} == {len(data)}
     assert Blob.objects.filter(hash=name_of(data)).count() == 1
     assert set(BlobUpload.objects.values_list("principal", flat=True)) == set(principals)
-    assert open(stored_path(name_of(data)), "rb").read() == data
+    assert Path(stored_path(name_of(data))).read_bytes() == data
     assert incoming_files() == []

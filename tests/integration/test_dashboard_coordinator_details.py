@@ -125,7 +125,7 @@ def missions_on_home(actor) -> dict:
     table = re.search(r'<table id="my-missions">(.*?)</table>', page, re.S)
     rows = re.findall(r'<tr data-mission="([^"]+)"[^>]*>(.*?)</tr>', table.group(1), re.S) \
         if table else []
-    return {mission_id: row for mission_id, row in rows}
+    return dict(rows)
 
 
 def test_the_home_page_lists_the_missions_of_their_owner_coordinator_and_delegate(coordinated):

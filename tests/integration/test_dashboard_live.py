@@ -36,7 +36,7 @@ async def signal(socket, timeout: float = 10) -> dict:
     """The next frame's attributes: {"id": "mw-live-signal", "data-sequence": "42", ...}."""
     text = await asyncio.wait_for(socket.recv(), timeout)
     assert re.fullmatch(r'<div( [\w-]+(="[^"]*")?)*></div>', text), text
-    return {name: value for name, value in re.findall(r' ([\w-]+)(?:="([^"]*)")?', text)}
+    return dict(re.findall(r' ([\w-]+)(?:="([^"]*)")?', text))
 
 
 async def signals_until_quiet(socket, quiet: float = 0.6) -> list:

@@ -332,7 +332,7 @@ class FormReader(HTMLParser):
         a = dict(attrs)
         if tag == "form":
             self.inside = a.get("id") == self.form_id
-        if not self.inside or "name" not in a and tag not in ("option",):
+        if not self.inside or ("name" not in a and tag not in ("option",)):
             return
         if tag == "input" and a.get("type") not in ("submit", "button"):
             if a.get("type") in ("checkbox", "radio") and "checked" not in a:
@@ -378,7 +378,7 @@ MISSION_ACTIONS = ("approve", "end", "edges", "work-items/new")
 
 
 def test_an_observer_sees_no_action_and_every_forged_post_is_refused(coordinated):
-    s, hc = coordinated
+    s, _hc = coordinated
     item_id = s.authorize()
     observer = s.world.human("watcher-" + s.world.group.slug, roles=("observer",))
     head = s.world.head

@@ -5,7 +5,7 @@ exact value stays in the `<time>` element's `datetime`; raw event data (`<pre>`)
 as the wire has it."""
 
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 from django.template import Context, Template
 
@@ -37,7 +37,7 @@ def test_every_page_shows_times_to_the_second_in_utc(db):
     human.ok("mission.refuse_approval", {"missionId": stage.mission_id, "reason": "not yet"})
     worker.ok("lease.renew", {}, **stage.lease(items["active"]))
     worker.ok("work.progress", {"phase": "drafting", "estimate": {
-        "completion": (datetime.now(timezone.utc) + timedelta(hours=2)).isoformat()}},
+        "completion": (datetime.now(UTC) + timedelta(hours=2)).isoformat()}},
         **stage.lease(items["active"]))
     g = world.group.id
     paths = ["/", f"/g/{g}/", f"/g/{g}/log/", f"/g/{g}/missions/{stage.mission_id}/",

@@ -346,7 +346,7 @@ def test_stale_lease_for_an_older_lease_id_with_the_same_ownership_epoch(s):
 
 
 def test_lease_expired(s):
-    item_id, started = s.running()
+    item_id, _started = s.running()
     fields = s.lease_fields(item_id)
     with time_machine.travel(now() + timedelta(seconds=400), tick=False):
         head = s.world.head

@@ -4,6 +4,7 @@ instead of a 404."""
 
 import re
 import struct
+from pathlib import Path
 from xml.etree import ElementTree
 
 from django.contrib.staticfiles import finders
@@ -17,7 +18,7 @@ def test_favicon_ico_answers_with_the_dashboard_icon(db):
 
     assert response.status_code == 301
     assert response["Location"] == "/static/dashboard/favicon.ico"
-    data = open(finders.find("dashboard/favicon.ico"), "rb").read()
+    data = Path(finders.find("dashboard/favicon.ico")).read_bytes()
     reserved, kind, count = struct.unpack("<HHH", data[:6])
     assert (reserved, kind, count) == (0, 1, 1)  # an ICO file with one image
     width, height, _, _, _, _, size, offset = struct.unpack("<BBBBHHII", data[6:22])

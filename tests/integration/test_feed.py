@@ -1,7 +1,7 @@
 """The event feed (apps/ledger/feed.py) gives exactly the stored event documents,
 however the database writes them, and pages the log without gaps."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -26,8 +26,8 @@ def test_the_feed_gives_exactly_the_stored_documents(scenario):
     s = scenario
     group_id = s.world.group.id
     s.running()
-    append(group_id, datetime(2026, 11, 29, 8, 0, 0, tzinfo=timezone.utc))  # whole seconds
-    append(group_id, datetime(2026, 11, 29, 8, 0, 1, 5, tzinfo=timezone.utc))  # a fraction
+    append(group_id, datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC))  # whole seconds
+    append(group_id, datetime(2026, 11, 29, 8, 0, 1, 5, tzinfo=UTC))  # a fraction
 
     stored = [pipeline.event_document(e) for e in
               Event.objects.filter(group_id=group_id).order_by("sequence")]

@@ -86,7 +86,7 @@ def test_the_document_is_valid_openapi(document):
     from drf_spectacular.validation import validate_schema
 
     validate_schema(document)  # drf-spectacular's copy of the OpenAPI 3.1 JSON Schema
-    for name, schema in document["components"]["schemas"].items():
+    for _name, schema in document["components"]["schemas"].items():
         Draft202012Validator.check_schema(schema)  # each is a JSON Schema 2020-12, too
 
 

@@ -10,7 +10,7 @@ envelope signed with the real keys, and it is posted: 200."""
 import json
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from django.test import Client
@@ -160,7 +160,7 @@ def prepared(people: People, command_type: str) -> tuple:
             item_id = stage._item_in("verified")
         elif acts_on != "mission":
             item_id = stage._item_in(acts_on)
-    delta = datetime.now(timezone.utc) - parse_time(examples.EXAMPLE_NOW)
+    delta = datetime.now(UTC) - parse_time(examples.EXAMPLE_NOW)
     names = real_names(people, stage, item_id)
     if command_type == "artifact.publish":  # the example's own bytes, uploaded first
         upload(people.worker, examples.DELIVERABLE)

@@ -96,7 +96,7 @@ def test_auto_sequential_offers_the_best_ranked_worker_and_queues_the_rest(s):
     assert data["offers"][0]["rank"] == 1
     assert data["pendingCandidates"] == [second]
     basis = data["offers"][0]["selectionBasis"]
-    assert basis["policyRules"] == AUTO_RULES + ["mode:sequential"]
+    assert basis["policyRules"] == [*AUTO_RULES, "mode:sequential"]
     assert basis["capabilityMatch"]["matched"] is True
     assert basis["authorizationEligible"] is True
     assert basis["availability"]["source"] == "card"

@@ -6,6 +6,7 @@ Groups never contend)."""
 import json
 import threading
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection, transaction
@@ -164,7 +165,7 @@ def test_the_same_command_id_from_two_threads_appends_once():
         envelope = worker.envelope("work.accept_offer", {"contractRevision": revision},
                                    workItemId=item_id)
         before = cast.world.head
-        first, second = race([lambda: post(worker.token, cast.group_id, envelope)] * 2)
+        first, second = race([partial(post, worker.token, cast.group_id, envelope)] * 2)
         assert first[0] == second[0]
         if revision == 1:
             assert first[0] == 200

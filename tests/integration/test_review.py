@@ -3,6 +3,7 @@ the Celery tasks after its commit (eager here, a real worker in the last test), 
 appends its event as `system`, reviewer Evidence changes the evaluation, the Coordinator
 decides, the MissionOwner approves, and mw_verify rebuilds it all from the log."""
 
+import itertools
 import json
 import os
 
@@ -119,9 +120,9 @@ def test_a_passing_submission_is_reviewed_accepted_and_approved(transactional_db
     final = review_of(s, item_id, actor=s.owner)
     assert final["state"] == "verified"
     assert final["review"]["evaluation"] == passing
-    assert [e["type"] for e in final["history"]] == PIPELINE + [
-        "evidence.recorded", "review.evaluated", "evidence.recorded", "review.evaluated",
-        "work.verified"]
+    assert [e["type"] for e in final["history"]] == [
+        *PIPELINE, "evidence.recorded", "review.evaluated", "evidence.recorded",
+        "review.evaluated", "work.verified"]
     assert verify_group(s.world.group.id) == []
 
 
@@ -189,7 +190,7 @@ def test_reviewer_evidence_racing_the_evaluation_ends_evaluated_with_it(transact
     assert answers == [200, True, True]
     evaluations = [e.data for e in item_events(s, item_id, head) if e.type == "review.evaluated"]
     assert evaluations[-1]["verdict"] == "pass"
-    assert all(a != b for a, b in zip(evaluations, evaluations[1:]))  # never twice the same
+    assert all(a != b for a, b in itertools.pairwise(evaluations))  # never twice the same
     assert review_of(s, item_id)["review"]["evaluation"] == {
         k: v for k, v in evaluations[-1].items() if k != "submissionRevision"}
     assert verify_group(group) == []

@@ -26,7 +26,7 @@ def _round_trips(trace: str) -> list:
         if direction == "F" and message in ("Parse", "Query"):
             current.append(fields[-1])
         last = direction
-    return trips + [current] if current else trips
+    return [*trips, current] if current else trips
 
 
 def test_a_renewal_takes_five_round_trips(tmp_path):

@@ -143,7 +143,7 @@ def test_the_token_is_stored_hashed(s):
     assert row.token_hash == token_hash(token) != token
     table = AgentSession._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT row_to_json(t)::text FROM {table} t")  # noqa: S608
+        cursor.execute(f"SELECT row_to_json(t)::text FROM {table} t")
         rows = [r[0] for r in cursor.fetchall()]
     assert rows and not any(token in text for text in rows)
 
@@ -160,7 +160,7 @@ def test_a_new_session_revokes_active_leases_in_every_group_before_it_returns(s)
     queued_id = s.authorize()  # owned by w1 but not started: nothing to revoke
     s.offer(queued_id, s.w1)
     s.accept(queued_id, s.w1)
-    others_id, others_started = s.running(s.w2)  # another agent's lease: untouched
+    others_id, _others_started = s.running(s.w2)  # another agent's lease: untouched
     before = {item: s.item(item) for item in (here_id, queued_id, others_id)}
     before[there_id] = other.item(there_id)
     head_here, head_there = s.world.head, other.world.head
@@ -196,7 +196,7 @@ def test_a_new_session_revokes_active_leases_in_every_group_before_it_returns(s)
 
 
 def test_the_revoked_lease_is_stale_for_the_new_session(s):
-    item_id, started = s.running(s.w1)
+    item_id, _started = s.running(s.w1)
     old = s.lease_fields(item_id)
     reopen(s.w1)
     head = s.world.head

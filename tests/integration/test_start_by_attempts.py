@@ -102,7 +102,7 @@ def test_a_coordinators_offer_past_a_missed_start_by_counts_the_attempt(s, clock
     accepted = s.accept(item_id, s.w1)
     later(clock, (parse_time(accepted["startBy"]) - now()).total_seconds())
 
-    fenced, offered = s.offer(item_id, s.w2)  # before any sweep
+    fenced, _offered = s.offer(item_id, s.w2)  # before any sweep
 
     assert (fenced["data"]["reason"], fenced["data"]["attempt"]) == ("start_by", 1)
     assert s.item(item_id)["attempts"] == 1

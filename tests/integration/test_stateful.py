@@ -14,7 +14,7 @@ state they can act on, mostly target such a WorkItem (sometimes any, for the
 rejections), and the rarer, destructive commands share one rule each."""
 
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import time_machine
 from hypothesis import HealthCheck
@@ -44,7 +44,7 @@ DECLINE_REASONS = ["capacity", "deadline", "capability", "authorization", "depen
 POLICIES = ["all_verified", "any_verified", "all_terminal"]
 PROGRESS = {"phase": "drafting", "milestones": ["outline"], "blockers": []}
 UNFINISHED = ("open", "offered", "queued", "active", "blocked", "submitted")
-DRIVABLE = UNFINISHED + ("failed",)
+DRIVABLE = (*UNFINISHED, "failed")
 # Events that close the Execution Lease named in their data.leaseId.
 CLOSES_LEASE = {"lease.revoked", "lease.expired", "work.checkpointed", "work.blocked",
                 "work.submitted"}
@@ -53,7 +53,7 @@ MAX_TRAVEL_SECONDS = 12 * 3600
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def when(*states):
@@ -457,7 +457,7 @@ class GroupMachine(RuleBasedStateMachine):
             self.send(worker, "conversation.post",
                       {"kind": "ambiguity", "text": "Which quarter is meant?"}, workItemId=item_id)
         else:
-            resolves = data.draw(st.sampled_from(open_ + ["msg_unknown"]), label="resolves")
+            resolves = data.draw(st.sampled_from([*open_, "msg_unknown"]), label="resolves")
             self.send(self.c, "conversation.post",
                       {"kind": "resolution", "text": "Q3", "resolves": resolves},
                       workItemId=item_id)

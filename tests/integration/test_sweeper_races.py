@@ -13,6 +13,7 @@ strictly increase, and mw_verify passes.
 import threading
 import time
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.db import connection, transaction
@@ -247,7 +248,7 @@ def test_session_replacement_during_a_renewal():
         renewals = [s.w1.envelope("lease.renew", {}, **fields) for _, fields, _ in items]
         token = s.w1.token
         results = race([s.w1.open_session]
-                       + [lambda e=e: post(token, s.world.group.id, e) for e in renewals])
+                       + [partial(post, token, s.world.group.id, e) for e in renewals])
         opened, answers = results[0], results[1:]
         assert opened.status_code == 201
         for (item_id, _, _), (status, body) in zip(items, answers):

@@ -2,7 +2,7 @@
 (or more) per dimension of the pure decision, the version-range syntax, the fold of
 offer windows and usage, and the Worker declining through it with its estimate hooks."""
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -13,7 +13,7 @@ from tests.samples import contract
 from tests.sdk.test_queues import Log, accepted, authorized
 from tests.sdk.test_worker_decisions import offered, tick, worker_on
 
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 CARD = {"version": "1", "maxConcurrency": 2,
         "capabilities": [{"id": "summarize", "version": "1"}]}
 
@@ -203,7 +203,7 @@ def decisions(client) -> dict:
 
 def test_the_worker_declines_a_deadline_its_estimate_cannot_meet():
     log = Log()
-    soon = format_time(datetime.now(timezone.utc) + timedelta(minutes=5))
+    soon = format_time(datetime.now(UTC) + timedelta(minutes=5))
     authorized(log, "quick", deadline=soon)
     authorized(log, "slow", deadline=soon, goal="Write the long report")
     offered(log, "quick")
@@ -227,13 +227,13 @@ def test_the_worker_declines_a_start_by_the_offer_sets_too_short_for_it():
     log.events[-1]["data"]["startWithinSeconds"] = 5
     authorized(log, "busy")
     accepted(log, "busy", epoch=1)  # owns one already: with one slot the next must wait
-    worker, client = worker_on(log)
+    worker, _client = worker_on(log)
     worker.slots.capacity, worker.offers.queue_capacity = 1, 5
     worker.estimate_seconds = lambda c: 60
 
     item = worker.work["grp_q"].items["a"]
     found = assess(item.contract, worker.admission_facts("grp_q", item,
-                                                         datetime.now(timezone.utc)))
+                                                         datetime.now(UTC)))
 
     # every slot taken: concurrency declines first; the startBy is missed too (its one
     # slot frees in about 60 s, the offer wants a start within 5)

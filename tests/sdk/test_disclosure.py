@@ -3,7 +3,7 @@ material change, and that nothing of another Group reaches it."""
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from types import MappingProxyType
 
@@ -21,7 +21,7 @@ from mission_weave.sdk.disclosure import (
 )
 from mission_weave.sdk.scheduler import Assignment, GroupPolicy, QueuedItem, declare_slots
 
-T0 = datetime(2026, 11, 29, 8, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
 
 def outlook(**fields) -> Outlook:

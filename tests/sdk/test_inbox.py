@@ -391,7 +391,7 @@ def test_a_shorter_log_seen_while_polling_starts_over_without_an_outage(tmp_path
     asyncio.run(inbox.catch_up(G))  # no check due: the page's head gives it away
 
     assert len(restarts) == 1
-    assert seen == list(range(1, 13)) + [1, 2, 3]
+    assert seen == [*list(range(1, 13)), 1, 2, 3]
 
 
 def rechain(events: list) -> list:

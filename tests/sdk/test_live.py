@@ -237,7 +237,7 @@ def test_the_inbox_follows_the_group_live_and_resumes_after_a_restart(live_group
             inbox2, head2 = await follow(c, second, some_work)
             return first, second, inbox1, inbox2, head1, head2
 
-    first, second, inbox1, inbox2, head1, head2 = run(scenario())
+    first, second, inbox1, _inbox2, head1, head2 = run(scenario())
 
     assert [e["sequence"] for e in first] == list(range(1, head1 + 1))
     assert inbox1.received["ws"] == head1  # live, over the WebSocket
@@ -288,7 +288,7 @@ def test_the_worker_runs_an_offered_item_to_submitted_with_evidence(live_group, 
         # The server shows the submission before the Worker has read its answer.
         await until(lambda: worker.submitted)
         audit = await c.get(f"/api/v1/groups/{g}/work-items/task/audit")
-        return item, worker, [e for e in audit["events"]]
+        return item, worker, list(audit["events"])
 
     item, worker, events = run_worker(live_group, w1, demo_handle, body, tmp_path)
 
@@ -550,7 +550,7 @@ def test_the_lease_is_renewed_while_a_long_handler_runs(live_group, tmp_path):
         audit = await c.get(f"/api/v1/groups/{g}/work-items/slow/audit")
         return item, [e["type"] for e in audit["events"]]
 
-    item, types = run_worker(live_group, w1, slow, body, tmp_path, lease_seconds=3)
+    _item, types = run_worker(live_group, w1, slow, body, tmp_path, lease_seconds=3)
 
     assert types.count("work.started") == 1
     assert types.count("lease.renewed") >= 2

@@ -6,7 +6,7 @@ progress exactly once, in order, charged) and only then submits."""
 
 import asyncio
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -23,7 +23,7 @@ from tests.sdk.conftest import run
 from tests.sdk.test_chaos import CuttingProxy
 from tests.sdk.test_live import mission, offer
 
-T0 = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 G = "grp_demo"
 USAGE_RECORDED = "ext.missionweaveprotocol.core.resource_usage_recorded"
 

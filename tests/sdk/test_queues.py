@@ -2,14 +2,14 @@
 items with the contract's urgency/deadline/impact, live offers, revisions, idempotence."""
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from mission_weave.sdk import scheduler
 from mission_weave.sdk.queues import GroupWork
 from tests.samples import contract
 
 G = "grp_q"
-NOW = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)
 T = "2026-11-29T08:00:00Z"
 
 

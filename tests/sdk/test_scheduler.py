@@ -4,7 +4,7 @@ at most one decision and the test can see which Groups were eligible at each one
 
 import random
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from types import MappingProxyType
 
@@ -25,7 +25,7 @@ from mission_weave.sdk.scheduler import (
     schedule,
 )
 
-T0 = datetime(2026, 11, 29, 8, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 URGENCIES = list(scheduler.URGENCY)
 IMPACTS = list(scheduler.IMPACT)
 SIM = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -374,7 +374,7 @@ def test_an_item_needing_an_undeclared_resource_waits():
 
 @pytest.mark.parametrize("count", [5, -1])
 def test_slots_beyond_max_concurrency_cannot_be_declared(count):
-    with pytest.raises(ValueError, match="Agent Card allows 0..4"):
+    with pytest.raises(ValueError, match=r"Agent Card allows 0\.\.4"):
         declare_slots(count, 4)
 
 

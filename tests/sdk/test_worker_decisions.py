@@ -2,7 +2,7 @@
 or declines, re-accepting a revised contract, disclosing before starting."""
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from mission_weave.protocol.timefmt import format_time
 from mission_weave.sdk.client import ApiError
@@ -40,7 +40,7 @@ def worker_on(log) -> tuple[Worker, RecordingClient]:
 
 
 def offered(log, item, agent="w1"):
-    expires = format_time(datetime.now(timezone.utc) + timedelta(minutes=10))
+    expires = format_time(datetime.now(UTC) + timedelta(minutes=10))
     log.add("work.offered", item, mode="sequential",
             offers=[{"agentId": agent, "expiresAt": expires, "rank": 1, "selectionBasis": {}}])
 

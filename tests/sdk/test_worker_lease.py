@@ -3,7 +3,7 @@ submission `active` (§11.3, §11.5), without a server: a scripted Client answer
 `work.start`, then refuses (or cannot deliver) `lease.renew` or `work.submit`."""
 
 import asyncio
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -30,7 +30,7 @@ class ScriptedClient:
         self.commands = []
 
     def expires(self) -> str:
-        return format_time(datetime.now(timezone.utc) + timedelta(seconds=self.lease_seconds))
+        return format_time(datetime.now(UTC) + timedelta(seconds=self.lease_seconds))
 
     async def command(self, group_id, type_, body=None, **fields):
         self.commands.append((type_, fields.get("workItemId"), body, fields))
@@ -133,7 +133,7 @@ def test_a_renewal_that_cannot_reach_the_server_before_the_expiry_cancels_the_ha
 
     worker = run_one(client, handler)
 
-    waited = (datetime.now(timezone.utc) - began).total_seconds()
+    waited = (datetime.now(UTC) - began).total_seconds()
     assert handler.cancelled and not client.sent("work.submit")
     assert 1.4 <= waited < 6  # kept working until the lease's expiry, not past it
     assert len(client.sent("lease.renew")) >= 2  # it kept trying while the lease lived
@@ -236,4 +236,4 @@ class _Key:
 
 
 async def _now():
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)

@@ -8,16 +8,16 @@ command's own preconditions hold and only the §10.2 table decides.
 """
 
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from mission_weave.core import state
 from mission_weave.core.commands import Candidate, Command, Context
 from mission_weave.core.evolve import evolve
 from mission_weave.core.state import Event, Lease, Mission, Offer, View, WorkItem
 from mission_weave.protocol.timefmt import format_time
-from tests.samples import contract  # noqa: F401  (re-exported for the tests)
+from tests.samples import contract  # re-exported for the tests
 
-T0 = datetime(2026, 11, 29, 8, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 29, 8, 0, 0, tzinfo=UTC)
 
 WORKER = "w1"  # the agent that holds offers, ownership and leases in built items
 WORKER_2, WORKER_3 = "w2", "w3"
@@ -150,7 +150,7 @@ def view_of(*items: WorkItem, missions=()) -> View:
     for item in items:
         view.items[item.id] = item
         owner = view.missions.get(item.mission_id) or mission(item.mission_id)
-        view.missions[owner.id] = replace(owner, work_items=owner.work_items + (item.id,))
+        view.missions[owner.id] = replace(owner, work_items=(*owner.work_items, item.id))
     return view
 
 

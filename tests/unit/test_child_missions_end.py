@@ -66,7 +66,7 @@ CANCEL_CHILDREN = [
 def test_cancelling_the_parent_work_item_ends_its_child_missions_deepest_first():
     drafts, after = run(tree(), coordinator("work.cancel", {"reason": "not needed"}, PARENT))
 
-    assert trail(drafts) == CANCEL_CHILDREN + [("work.cancelled", PARENT)]
+    assert trail(drafts) == [*CANCEL_CHILDREN, ("work.cancelled", PARENT)]
     assert after.missions[CHILD].state == state.MISSION_CANCELLED
     assert after.missions[GRAND].state == state.MISSION_CANCELLED
     assert {i: after.items[i].state for i in ("wi-c1", "wi-c2", "wi-c3", "wi-g1", PARENT)} == {
@@ -105,9 +105,8 @@ def test_ending_the_parent_mission_ends_every_child_mission(command_type, missio
 
     children = [(t.replace("work.cancelled", item_event)
                  .replace("mission.cancelled", mission_event), x) for t, x in CANCEL_CHILDREN]
-    assert trail(drafts) == children + [
-        (item_event, PARENT), ("lease.revoked", "wi_sibling"), (item_event, "wi_sibling"),
-        (mission_event, MISSION_ID)]
+    assert trail(drafts) == [*children, (item_event, PARENT), ("lease.revoked", "wi_sibling"),
+                             (item_event, "wi_sibling"), (mission_event, MISSION_ID)]
     assert {m: after.missions[m].state for m in (MISSION_ID, CHILD, GRAND)} == dict.fromkeys(
         (MISSION_ID, CHILD, GRAND), mission_event.split(".")[1])
 
@@ -115,7 +114,7 @@ def test_ending_the_parent_mission_ends_every_child_mission(command_type, missio
 def test_ending_a_child_mission_ends_its_own_children_and_the_parent_follows_its_policy():
     drafts, after = run(tree(), coordinator("mission.cancel", {"missionId": CHILD}))
 
-    assert trail(drafts) == CANCEL_CHILDREN + [("work.failed", PARENT)]
+    assert trail(drafts) == [*CANCEL_CHILDREN, ("work.failed", PARENT)]
     assert drafts[-1].data["cause"] == "child mission failure"
     assert after.missions[GRAND].state == state.MISSION_CANCELLED
 

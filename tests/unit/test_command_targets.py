@@ -33,7 +33,7 @@ def two_missions(state_a="verified", state_b="open"):
 
 
 def refusal(view, command) -> ProtocolError:
-    before = {k: v for k, v in view.items.items()}
+    before = dict(view.items.items())
     with pytest.raises(ProtocolError) as refused:
         decide(view, command, context())
     assert view.items == before

@@ -1,5 +1,7 @@
 """The Mission's WorkItem graph (§10.4): dependency policies and cycle detection."""
 
+import itertools
+
 import pytest
 
 from mission_weave.core import dag
@@ -97,7 +99,7 @@ def test_a_cycle_through_one_of_several_new_dependencies_is_found():
 def test_a_long_chain_without_and_with_the_closing_edge():
     # n1 depends on n2, ..., n999 on n1000: a chain of 1000 WorkItems.
     names = [f"n{i}" for i in range(1, 1001)]
-    edges = {name: (nxt,) for name, nxt in zip(names, names[1:])}
+    edges = {name: (nxt,) for name, nxt in itertools.pairwise(names)}
 
     assert dag.cycle_through("n0", ["n1"], edges) is None
     assert dag.cycle_through("n1000", ["n1"], edges) == ["n1000", *names]

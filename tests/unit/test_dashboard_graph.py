@@ -39,7 +39,7 @@ def overlap(a, b):
 
 def boxes(drawing):
     """Every rectangle drawn: item boxes, and badges or clusters."""
-    found = [n for n in drawing["nodes"]]
+    found = list(drawing["nodes"])
     return found + [n["child_box"] for n in drawing["nodes"] if "child_box" in n]
 
 
@@ -120,7 +120,7 @@ def test_two_hundred_items_lay_out_apart_and_left_to_right():
     assert len(placed) == 200 and {n["width"] for n in placed} == {W}
     assert [(a["id"], b["id"]) for i, a in enumerate(placed) for b in placed[i + 1:]
             if overlap(a, b)] == []
-    assert all(0 <= n["x"] and n["x"] + W <= drawing["width"] and 0 <= n["y"]
+    assert all(n["x"] >= 0 and n["x"] + W <= drawing["width"] and n["y"] >= 0
                and n["y"] + H <= drawing["height"] for n in placed)
     assert len(drawing["edges"]) == sum(len(n["depends_on"]) for n in nodes.values())
     for edge in drawing["edges"]:

@@ -517,7 +517,7 @@ def test_offer_with_an_expired_owner_fences_it_first(item_state, fencing_events,
 
     drafts, after = run(view, as_coordinator("work.offer", offer_body([WORKER_2]), item))
 
-    assert [d.type for d in drafts] == fencing_events + ["work.offered"]
+    assert [d.type for d in drafts] == [*fencing_events, "work.offered"]
     # A missed start-by of an epoch never started used up an attempt (retries.py).
     counted = {"attempt": 1} if reason == "start_by" else {}
     assert drafts[len(fencing_events) - 1].data == {

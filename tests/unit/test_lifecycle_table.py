@@ -75,7 +75,7 @@ ITEM_SETUP = {
 # here is sent by the agent that holds the offer / ownership / lease of the built item.
 ACTORS = {"approval.grant_execution": HUMAN, "approval.refuse_execution": HUMAN,
           "evidence.record": "agent:rev",
-          **{command_type: COORDINATOR for command_type in authority.COORDINATOR}}
+          **dict.fromkeys(authority.COORDINATOR, COORDINATOR)}
 
 
 def rows_for(item_state: str, trigger: str) -> list:

@@ -32,7 +32,7 @@ class World:
     def __init__(self):
         self.view = state.View()
         self.now = T0
-        self.sessions = {w: 1 for w in WORKERS}
+        self.sessions = dict.fromkeys(WORKERS, 1)
         self.counter = 0
         self.log = []  # every Event appended, in order
 

@@ -274,7 +274,7 @@ def work_accept_result(view: View, command: Command, context: Context) -> list[D
     # what was decided on), and the verdict is recorded with the acceptance; criteria
     # that had not passed need the Coordinator's own Evidence (review.acceptance).
     drafts = review.reevaluation(item)
-    return drafts + [item_draft(item, "work.verified", {
+    return [*drafts, item_draft(item, "work.verified", {
         "evidence": evidence, "by": command.actor,
         "review": review.acceptance(item, evidence)})]
 
@@ -298,7 +298,7 @@ def work_fail(view: View, command: Command, context: Context) -> list[Draft]:
     # Its child Missions end with it, deepest first (§10.2: terminal propagates down).
     drafts = end_child_missions(view, item, "work.failed", command, context)
     drafts += release(item, context, "failed")
-    return drafts + [item_draft(item, "work.failed", {
+    return [*drafts, item_draft(item, "work.failed", {
         "evidence": command.body["evidence"], "by": command.actor, "reason": reason,
         "permanent": permanent, "attempt": item.attempts,
         "retryAt": format_time(outcome.retry_at) if outcome.retry_at else None,

@@ -85,7 +85,7 @@ def mission_create_child(view: View, command: Command, context: Context) -> list
         "coordinatorId": parent.coordinator_id, "delegates": list(parent.delegates),
         "budgets": parent.budgets,
         "childFailurePolicy": body["childFailurePolicy"]})
-    return release(item, context, "child Mission created") + [created]
+    return [*release(item, context, "child Mission created"), created]
 
 
 def _child_approval_evidence(item: WorkItem, mission: Mission, command: Command,

@@ -147,7 +147,7 @@ def work_offer(view: View, command: Command, context: Context) -> list[Draft]:
     data = {"offers": offers, "mode": mode, "pendingCandidates": pending}
     if body.get("startWithinSeconds"):
         data["startWithinSeconds"] = body["startWithinSeconds"]
-    return drafts + [item_draft(item, "work.offered", data)]
+    return [*drafts, item_draft(item, "work.offered", data)]
 
 
 def _own_live_offer(item: WorkItem, command: Command, now: datetime) -> Offer:

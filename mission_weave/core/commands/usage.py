@@ -49,7 +49,7 @@ def reconcile(view: View, command: Command, context: Context,
     delta = command.offline["usage"]
     if budgets.is_zero(delta):
         return own
-    return [charge(view, view.items[command.work_item_id], delta, offline=record)] + own
+    return [charge(view, view.items[command.work_item_id], delta, offline=record), *own]
 
 
 def ancestry(view: View, item: WorkItem) -> list[budgets.Level]:

@@ -309,7 +309,7 @@ class Command(BaseCommand):
         try:
             counts = [int(n) for n in options[name].split(",") if n.strip()]
         except ValueError:
-            raise CommandError(f"{flag} takes {unit}, comma-separated")
+            raise CommandError(f"{flag} takes {unit}, comma-separated") from None
         if (not counts and not skippable) or (counts and min(counts) < 1):
             raise CommandError(f"{flag} must be positive")
         return counts

@@ -1,5 +1,5 @@
 import os
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -55,7 +55,7 @@ class Command(OperatorCommand):
         new = Ed25519PrivateKey.generate()
         seed = canonical.private_key_b64url(new)
         key_id = f"authority#{ring.next_number}"
-        now = format_time(datetime.now(timezone.utc).replace(microsecond=0))
+        now = format_time(datetime.now(UTC).replace(microsecond=0))
         retired = [signing_keys.Key(ring.current.key_id, ring.current.public_key, now),
                    *ring.retired]
         environment = {"MW_AUTHORITY_KEY": seed, "MW_AUTHORITY_KEY_ID": key_id,

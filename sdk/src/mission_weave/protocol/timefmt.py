@@ -1,8 +1,8 @@
 """RFC 3339 UTC timestamps with `Z`, as the wire writes them."""
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-UTC = timezone.utc
+UTC = UTC
 
 
 def format_time(moment: datetime) -> str:
@@ -22,4 +22,4 @@ def parse_time(text: str) -> datetime:
     try:
         return moment.astimezone(UTC)
     except OverflowError:  # 9999-12-31T23:59:59-01:00 is after the last UTC moment
-        raise ValueError("the timestamp is outside the years 1 to 9999 in UTC")
+        raise ValueError("the timestamp is outside the years 1 to 9999 in UTC") from None

@@ -55,11 +55,12 @@ removes one the card lists.
 
 import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import format_time, parse_time

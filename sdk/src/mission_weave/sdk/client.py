@@ -16,7 +16,7 @@ import hashlib
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +75,7 @@ class ApiError(Exception):
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 blob_hash = canonical.sha256_hex  # a blob is named by its bytes' sha256

@@ -154,7 +154,7 @@ class WorkContext:
         return offline_buffer.grace_deadline(self._expires(),
                                              self.worker.offline.grace_seconds or 0)
 
-    def charge(self, tokens: int = 0, toolCalls: int = 0, sideEffects: int = 0,  # noqa: N803
+    def charge(self, tokens: int = 0, toolCalls: int = 0, sideEffects: int = 0,
                **more: Any) -> None:
         """Add to the usage this handler spent (also `computeSeconds`, `wallClockSeconds`,
         `financial={amount, currency}`). The delta is charged once, with the next command:

@@ -22,13 +22,14 @@ folded from the old log) and replays the Group from sequence 0.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import sqlite3
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING
 
 import httpx
 import websockets
@@ -231,8 +232,8 @@ class Inbox:
                         self.transport = "http"
                         continue
                     log.warning("WebSocket refused: %s", status)
-                except (OSError, websockets.ConnectionClosed, websockets.InvalidHandshake,
-                        asyncio.TimeoutError, httpx.TransportError, ApiError) as error:
+                except (TimeoutError, OSError, websockets.ConnectionClosed,
+                        websockets.InvalidHandshake, httpx.TransportError, ApiError) as error:
                     log.info("WebSocket lost: %r; reconnecting", error)
                 finally:
                     self.connected.clear()
@@ -266,7 +267,7 @@ class Inbox:
             while not stop.is_set():
                 try:
                     text = await asyncio.wait_for(ws.recv(), timeout=self.gap_seconds)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     await self._fill_gaps()
                     continue
                 await self._frame(ws, json.loads(text))
@@ -305,11 +306,9 @@ class Inbox:
         ws, groups, self._unacked = self._ws, self._unacked, set()
         if ws is None or not groups:
             return  # the connection went: the next subscription says where we are
-        try:
+        with contextlib.suppress(websockets.ConnectionClosed):
             await ws.send(json.dumps({"op": "ACK", "cursors": [
                 {"groupId": g, "sequence": self.streams[g].done} for g in sorted(groups)]}))
-        except websockets.ConnectionClosed:
-            pass
 
     async def _fill_gaps(self) -> None:
         for group_id, stream in self.streams.items():
@@ -460,7 +459,5 @@ def _short(event_hash: str | None) -> str:
 
 
 async def _sleep_or_stop(stop: asyncio.Event, seconds: float) -> None:
-    try:
+    with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(stop.wait(), timeout=seconds)
-    except asyncio.TimeoutError:
-        pass

@@ -116,9 +116,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         key.save(out, overwrite=args.force)
     except FileExistsError:
-        raise SystemExit(f"{out} exists: keep it, or pass --force to replace that key")
+        raise SystemExit(f"{out} exists: keep it, or pass --force to replace that key") from None
     except OSError as error:
-        raise SystemExit(f"cannot write {out}: {error}")
+        raise SystemExit(f"cannot write {out}: {error}") from None
     print(f"wrote {out} (mode 0600): agent {key.agent_id}, keyId {key.key_id}"
           + (f", Group {key.group_id}" if key.group_id else ""))
     print(f"public key: {key.public_key}")

@@ -97,7 +97,7 @@ class Leases:
                                     f"{error.message}")
                     return
                 failure = error
-            except (httpx.TransportError, OSError, asyncio.TimeoutError) as error:
+            except (TimeoutError, httpx.TransportError, OSError) as error:
                 failure = error
                 if offline.enabled:
                     offline.went_offline(error)

@@ -78,8 +78,8 @@ class Usage:
         self.counts: dict[str, int] = {}
         self.money: tuple[Decimal, str] | None = None
 
-    def add(self, tokens: int = 0, toolCalls: int = 0, sideEffects: int = 0,  # noqa: N803
-            computeSeconds: int = 0, wallClockSeconds: int = 0,  # noqa: N803
+    def add(self, tokens: int = 0, toolCalls: int = 0, sideEffects: int = 0,
+            computeSeconds: int = 0, wallClockSeconds: int = 0,
             financial: JsonObject | None = None) -> None:
         for name, value in (("tokens", tokens), ("toolCalls", toolCalls),
                             ("sideEffects", sideEffects), ("computeSeconds", computeSeconds),

@@ -85,7 +85,7 @@ class OfflineExecution:
         try:
             await asyncio.wait_for(self.online.wait(), timeout)
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             ctx._lose_lease(f"its grace deadline {format_time(ctx.grace_deadline)} passed "
                             "while the Group service could not be reached", force=True)
             return False

@@ -25,7 +25,7 @@ TERMINAL = frozenset({"verified", "cancelled"})
 class Offer(TypedDict):
     """One agent's offer of an item, as the log says it stands."""
 
-    expiresAt: datetime  # noqa: N815 (the protocol's name)
+    expiresAt: datetime  # the protocol's name
     status: str  # live | accepted | declined | withdrawn
 
 

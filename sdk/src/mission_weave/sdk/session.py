@@ -10,6 +10,7 @@ offline_execution.py reconciles the buffer and starts the running items again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import TYPE_CHECKING
 
@@ -85,10 +86,8 @@ class Session:
     async def presence_loop(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             await self.report_presence()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), timeout=self.presence_seconds)
-            except asyncio.TimeoutError:
-                pass
 
     async def report_presence(self, status: str | None = None) -> None:
         slots = self.worker.slots

@@ -2,9 +2,11 @@
 arrives, and at the latest every few seconds."""
 
 import asyncio
+import contextlib
 import logging
 import signal
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import httpx
 
@@ -25,10 +27,8 @@ async def tick_until_stopped(tick: Callable[[], Awaitable[None]], wake: asyncio.
             await tick()
         except (httpx.TransportError, ApiError) as error:
             log.warning("tick failed: %r", error)
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(wake.wait(), timeout=seconds)
-        except asyncio.TimeoutError:
-            pass
         for task in watched:
             failure = task.exception() if task.done() else None
             if failure:

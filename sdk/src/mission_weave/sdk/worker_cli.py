@@ -64,7 +64,7 @@ def load_handler(spec: str) -> Handler:
         raise HandlerError(f"cannot import handler {spec!r}: {module_name} "
                            f"({getattr(module, '__file__', '?')}) has no {name!r}")
     if not (inspect.iscoroutinefunction(handler)
-            or inspect.iscoroutinefunction(getattr(handler, "__call__", None))):
+            or (callable(handler) and inspect.iscoroutinefunction(handler.__call__))):
         raise HandlerError(f"handler {spec!r} must be an async function: "
                            f"async def {name}(ctx) -> dict")
     loaded: Handler = handler  # an async function of one argument, as far as can be told
@@ -116,10 +116,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         handler = load_handler(args.handler)
         key = AgentKey.load(args.key)
     except HandlerError as error:
-        raise SystemExit(str(error))
+        raise SystemExit(str(error)) from None
     except (OSError, ValueError, KeyError) as error:
         raise SystemExit(f"cannot read the key file {args.key}: {error!r} (make one with "
-                         "python -m mission_weave.sdk.keys new AGENT_ID)")
+                         "python -m mission_weave.sdk.keys new AGENT_ID)") from None
     groups = args.group or ([key.group_id] if key.group_id else None)
     if not groups:
         raise SystemExit(f"no Group to work for: pass --group (the key file {args.key} "
@@ -131,10 +131,11 @@ def main(argv: Sequence[str] | None = None) -> None:
                                      queue_capacity=args.queue_capacity,
                                      offline_grace_seconds=args.offline_grace))
     except ApiError as error:
-        raise SystemExit(f"the server at {args.url} refused: {error}{_hint(error, key, groups)}")
+        raise SystemExit(f"the server at {args.url} refused: "
+                         f"{error}{_hint(error, key, groups)}") from None
     except httpx.TransportError as error:
         raise SystemExit(f"cannot reach the server at {args.url}: {error!r} (is it running? "
-                         "`make run` serves the demo on http://127.0.0.1:8000)")
+                         "`make run` serves the demo on http://127.0.0.1:8000)") from None
     if args.once:
         if outcome is None:
             raise SystemExit("--once: stopped before a WorkItem was processed")
