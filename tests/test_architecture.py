@@ -191,6 +191,21 @@ def test_nothing_below_the_apps_imports_them():
     assert breaks(pure, lambda path, name: not within(name, "apps")) == []
 
 
+# What the runtime patches: daphne's and twisted's insides. Only runtime/ reaches them.
+SERVER_INTERNALS = ("daphne", "twisted", "autobahn")
+
+
+def test_the_runtime_stands_below_the_apps_and_alone_patches_the_server():
+    """mission_weave/runtime wraps Django in the server process: it needs nothing of the
+    apps or the core, and no module outside it imports daphne, twisted or autobahn."""
+    runtime = sources("mission_weave/runtime")
+    assert breaks(runtime, lambda path, name: not (
+        within(name, "apps") or within(name, "mission_weave.core"))) == []
+    others = [path for folder in ("apps", "mission_weave", "mission_weave/sdk")
+              for path in sources(folder) if "runtime" not in path.parts]
+    assert breaks(others, lambda path, name: name.split(".")[0] not in SERVER_INTERNALS) == []
+
+
 IMPORT_CHECK = """
 import importlib, json, sys
 importlib.import_module(sys.argv[1])
