@@ -11,15 +11,22 @@ recorded yet. So every task is idempotent and safe to retry or run twice; one fo
 item accepted, failed, cancelled or submitted again meanwhile appends nothing.
 
 Redis is a hint: a task lost with its broker is found again by `resume` (beat), from
-what the WorkItem's review lacks.
+what the WorkItem's review lacks. That is also why schedule() does not send inside the
+request: the answer does not wait for the broker (a Celery `delay` is a Redis round trip
+and kombu's work, ~3 ms); a thread of the process sends, and an enqueue lost with the
+process (killed before it sent) is a lost task like any other.
 
 The review sits above `work` (tests/test_architecture.py): it reads the WorkItems from
 work's store, and the artifacts' blobs and manifests (review_facts.py).
 """
 
+import atexit
 import logging
+import os
+import queue
+import threading
 
-from celery import shared_task
+from celery import current_app, shared_task
 from django.db import DatabaseError
 from django.utils import timezone
 
@@ -39,14 +46,16 @@ RETRY = {"autoretry_for": (DatabaseError, OSError), "retry_backoff": True,
 
 def schedule(group_id: str, documents: list) -> None:
     """After a commit: start the review of each new submission, and evaluate again when
-    reviewer Evidence arrived. Never raises (the command is already committed)."""
+    reviewer Evidence arrived; nothing for any other event. The sending is handed to
+    SENDER's thread, so the request that committed does not wait for the broker. Never
+    raises (the command is already committed)."""
     for document in documents:
         if document["type"] == "work.submitted":
-            _enqueue(check_integrity, group_id, document["workItemId"], document["revision"])
+            SENDER.send(check_integrity, group_id, document["workItemId"], document["revision"])
         elif document["type"] == evidence_review.EVIDENCE_RECORDED:
             revision = document["data"].get("submissionRevision")
             if revision is not None:
-                _enqueue(evaluate, group_id, document["workItemId"], revision)
+                SENDER.send(evaluate, group_id, document["workItemId"], revision)
 
 
 def _enqueue(task, *args) -> None:
@@ -54,6 +63,58 @@ def _enqueue(task, *args) -> None:
         task.delay(*args)
     except Exception:  # a lost task is resumed by beat; the committed command stands
         log.exception("could not schedule %s%r; `resume` will pick it up", task.name, args)
+
+
+class Sender:
+    """One daemon thread per process that does schedule()'s `delay`s, in order. Eager
+    Celery (tests, the embedded stack without a broker) runs the task at once instead, as
+    before: the answer then follows the review. What the thread has not sent when the
+    process dies is lost, and found again by `resume`, as a task lost with Redis is; at
+    a normal exit it is given FLUSH_SECONDS to send what it holds."""
+
+    FLUSH_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+
+    def send(self, task, *args) -> None:
+        if current_app.conf.task_always_eager:
+            _enqueue(task, *args)
+            return
+        self._started().put((task, args))
+
+    def _started(self) -> queue.SimpleQueue:
+        # Per process: a forked child (daphne's workers, the fault tests' fork server)
+        # has the parent's queue but not its thread.
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._queue = queue.SimpleQueue()
+                    self._thread = threading.Thread(target=self._run, args=(self._queue,),
+                                                    name="review-enqueue", daemon=True)
+                    self._thread.start()
+                    self._pid = os.getpid()
+        return self._queue
+
+    @staticmethod
+    def _run(work: queue.SimpleQueue) -> None:
+        while (item := work.get()) is not None:
+            task, args = item
+            _enqueue(task, *args)  # logs, never raises: the thread lives on
+
+    def flush(self) -> None:
+        """Let the thread send what it holds, for at most FLUSH_SECONDS (at exit)."""
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            self._thread.join(self.FLUSH_SECONDS)
+            self._pid = None  # a send after this starts a thread again
+
+
+SENDER = Sender()
+atexit.register(SENDER.flush)
 
 
 def _current(group_id: str, item_id: str, submission_revision: int):
@@ -129,12 +190,15 @@ STEP_TASKS = {evidence_review.INTEGRITY_CHECKED: check_integrity,
 @shared_task(name="apps.review.tasks.resume", ignore_result=True)
 def resume(limit: int = 500) -> int:
     """Beat: schedule the missing step of every submitted WorkItem whose review is behind
-    (its task lost with the broker, or never run). Returns how many were scheduled."""
+    (its task lost with the broker or with the process that was to send it, or never
+    run), at most `limit` of them, the least recently updated first. Returns how many were
+    scheduled. A step still in the broker is scheduled twice: the steps are idempotent."""
     scheduled = 0
-    for group_id, doc in work_store.submitted_documents(limit):
-        current = doc.get("review")
+    for group_id, item_id, current in work_store.submitted_reviews():
         step = evidence_review.next_step(current) if current else None
         if step is not None:
-            _enqueue(STEP_TASKS[step], group_id, doc["id"], current["submissionRevision"])
+            _enqueue(STEP_TASKS[step], group_id, item_id, current["submissionRevision"])
             scheduled += 1
+            if scheduled >= limit:
+                break
     return scheduled

@@ -369,12 +369,15 @@ def mission_values(group_id: str, mission: state.Mission) -> tuple:
             _time(mission.updated_at))
 
 
-def submitted_documents(limit: int) -> list:
-    """[(group id, document)] of submitted WorkItems, the least recently updated first, at
-    most `limit` (the review's `resume`, apps/review/tasks.py)."""
-    rows = db.fetch(f"SELECT group_id, doc FROM {ITEMS} WHERE state = %s "
-                    f"ORDER BY updated_at LIMIT %s", [state.SUBMITTED, limit])
-    return [(group_id, db.from_json(doc)) for group_id, doc in rows]
+def submitted_reviews() -> list:
+    """[(group id, work item id, review or None)] of every submitted WorkItem, the least
+    recently updated first (the review's `resume`, apps/review/tasks.py). All of them, and
+    only the review: those waiting for a reviewer or a Coordinator are the oldest, and a
+    LIMIT would let them hide a newer one whose step was lost."""
+    rows = db.fetch(f"SELECT group_id, work_item_id, doc -> 'review' FROM {ITEMS} "
+                    f"WHERE state = %s ORDER BY updated_at", [state.SUBMITTED])
+    return [(group_id, item_id, db.from_json(review) if review is not None else None)
+            for group_id, item_id, review in rows]
 
 
 # --- the sweeper's prepared writes (apps/work/sweeper.py, pipeline.submit_prepared) ------
