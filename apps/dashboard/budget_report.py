@@ -68,11 +68,14 @@ def _percent(spent, limit) -> int:
     return int(spent * 100 // limit)
 
 
-def mission_budgets(viewer_group_id: str, mission: state.Mission) -> dict:
+def mission_budgets(viewer_group_id: str, mission: state.Mission,
+                    items: list[state.WorkItem] | None = None) -> dict:
     """The Mission's budgets against its usage, each of its WorkItems' contract budgets
-    against theirs, and the refused overspends of its WorkItems and of its child Missions'."""
-    items = [state_documents.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
-        group_id=viewer_group_id, mission_id=mission.id).order_by("work_item_id")]
+    against theirs, and the refused overspends of its WorkItems and of its child Missions'.
+    `items`: the Mission's WorkItems in id order, when the caller has read them already."""
+    if items is None:
+        items = [state_documents.item_from_doc(r.doc) for r in work_models.WorkItem.objects.filter(
+            group_id=viewer_group_id, mission_id=mission.id).order_by("work_item_id")]
     per_item = [{"item": item, "budgets": rows(item.contract["budgets"], item.usage)}
                 for item in items]
     return {"budgets": rows(mission.budgets, mission.usage), "item_budgets": per_item,

@@ -6,6 +6,8 @@ from datetime import timedelta
 
 from django import forms
 from django.utils import timezone
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
 
 from mission_weave.protocol.timefmt import format_time
 
@@ -222,6 +224,25 @@ class EdgeForm(forms.Form):
         return self.cleaned_data["op"] != "remove"
 
 
+class PlainTextInput(forms.TextInput):
+    """A TextInput printed without a template: the markup of Django's input.html and
+    attrs.html, every value escaped as they escape it. The Approval refusal has one per
+    WorkItem, and each template render cost 2 ms of a 2,000-WorkItem page (issue 27)."""
+
+    def render(self, name, value, attrs=None, renderer=None):
+        widget = self.get_context(name, value, attrs)["widget"]
+        html = (f'<input type="{conditional_escape(widget["type"])}" '
+                f'name="{conditional_escape(widget["name"])}"')
+        if widget["value"] is not None:
+            html += f' value="{conditional_escape(str(widget["value"]))}"'
+        for key, held in widget["attrs"].items():
+            if held is True:
+                html += f" {conditional_escape(key)}"
+            elif held is not False:
+                html += f' {conditional_escape(key)}="{conditional_escape(str(held))}"'
+        return mark_safe(html + ">")  # each part escaped above
+
+
 class RefuseApprovalForm(forms.Form):
     """Why the final Approval is not given yet: for the Mission, and optionally per
     WorkItem (one field each, in the Mission's order)."""
@@ -233,7 +254,7 @@ class RefuseApprovalForm(forms.Form):
         self.item_ids = [item.id for item in items]
         for index, item in enumerate(items):
             self.fields[f"item_{index}"] = forms.CharField(
-                max_length=10000, required=False,
+                max_length=10000, required=False, widget=PlainTextInput,
                 label=f"{item.id}: {item.contract['goal'][:80]} (optional)")
 
     def command(self) -> str:

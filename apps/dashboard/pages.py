@@ -28,6 +28,7 @@ from . import (
     conversation,
     decisions,
     graph,
+    mission_markup,
     timeline,
 )
 from . import waiting as inbox_rules
@@ -119,7 +120,11 @@ def graph_nodes(viewer: Viewer, items: list, expanded: set, depth: int = 0) -> d
 def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=None) -> dict:
     mission = get_mission(viewer, mission_id)
     items = items_of(viewer, mission_id)
-    drawing = graph.layout(graph_nodes(viewer, items, set(expanded)), set(expanded), cycle)
+    nodes = graph_nodes(viewer, items, set(expanded))
+    # The layout and its markup are cached under a digest of the graph's input, so a
+    # change that shows in the graph is a new entry and a page view reuses the last one.
+    drawing = mission_markup.graph_markup(viewer.group_id, nodes, expanded, cycle,
+                                          lambda: graph.layout(nodes, set(expanded), cycle))
     unfinished = [i for i in items if i.state not in (state.VERIFIED, state.CANCELLED)]
     # Every decision and what answers a refusal, in one read of the log.
     log = decisions.mission_events(viewer.group_id, mission_id, [i.id for i in items],
@@ -130,12 +135,15 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
     parent = None
     if mission.parent_mission_id:
         parent = get_mission(viewer, mission.parent_mission_id)
-    return {"mission": mission, "items": items, "graph": drawing, "cycle": cycle,
+    budgets = budget_report.mission_budgets(viewer.group_id, mission, items)
+    return {"mission": mission, "items": items, "graph_markup": drawing, "cycle": cycle,
             "unfinished": unfinished, "approval": approval, "parent": parent,
             "matrix": evidence_matrix(viewer, items),
             "decisions": decisions.decisions(log),
             "refusal": decisions.refusal_status(log) if active else None,
-            **budget_report.mission_budgets(viewer.group_id, mission),
+            **budgets,
+            "rows": mission_markup.rows(viewer.group_id, items, unfinished,
+                                        budgets["item_budgets"]),
             "approval_blocked": approval_blocked(items),
             "children": child_missions(viewer, mission_id),
             "proposals": open_proposals(viewer, mission_id) if coordinates else [],

@@ -38,3 +38,11 @@ def as_json(value) -> str:
     """A value as the JSON it is on the wire (not Python's repr): strings quoted with ",
     true/false/null."""
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+@register.simple_tag
+def work_graph(graph: dict, group_id: str):
+    """The work graph's markup (apps/dashboard/mission_markup.py), for _graph.html."""
+    from ..mission_markup import render_graph  # the module imports `when` from here
+
+    return render_graph(graph, group_id)
