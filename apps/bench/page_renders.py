@@ -4,18 +4,24 @@ show, in the same run. The Mission page draws a graph of N WorkItems in rows of 
 depending on two of the row before; the WorkItem page shows the last of them.
 
 Each page's SQL queries are counted at N and at a tenth of N (at least two rows), in a
-second Mission of the same Group: a page must not spend a query per WorkItem."""
+second Mission of the same Group: a page must not spend a query per WorkItem. A third
+Mission of ten times N (issue 27: 200 and 2,000) is timed too, its first render after a
+change (the graph's cache cold) apart from the others; and the Group log page, whose
+newest and oldest pages are timed with the query plan of its keyset read."""
 
 import statistics
 import time
 import uuid
 
 from django.contrib.auth import get_user_model
+from django.core.cache import cache
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from apps.dashboard import log_page, mission_markup
+from apps.ledger import history
 from apps.work.models import WorkItem
 
 from . import http_lifecycles
@@ -27,7 +33,7 @@ def prepare(run: str, items: int) -> dict:
     group = http_lifecycles.bench_group(f"bench-pages-{run}")
     coordinator = http_lifecycles.Agent(f"bpc-{run}", [group], ["coordinator"])
     # The small one's last WorkItem has dependencies too, so both WorkItem pages show them.
-    missions = {"large": items, "small": max(items // 10, ROW + 1)}
+    missions = {"large": items, "small": max(items // 10, ROW + 1), "huge": items * 10}
     for mission, count in missions.items():
         _send(coordinator, group.id, "mission.create", {
             "missionId": mission, "title": f"{count} WorkItems", "ownerId": http_lifecycles.OWNER,
@@ -75,6 +81,34 @@ def measure(client: Client, path: str, renders: int) -> dict:
             "kilobytes": round(size / 1000, 1)}
 
 
+def cold_render(client: Client, path: str, renders: int) -> float:
+    """The median ms of a render with the graph's cache emptied before each: what the
+    first viewer after a change waits."""
+    client_of_redis = cache._cache.get_client(write=True)  # type: ignore[attr-defined]
+    graphs = cache.make_key(mission_markup.GRAPH_KEY + "*")
+    times = []
+    for _ in range(renders):
+        for key in client_of_redis.scan_iter(match=graphs):  # the graphs' entries only
+            client_of_redis.delete(key)
+        started = time.perf_counter()
+        client.get(path)
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times) * 1000, 2)
+
+
+def log_plan(group_id: str) -> list[str]:
+    """EXPLAIN of the log page's read of its newest page (apps/dashboard/log_page.py)."""
+    where, params = log_page.Filters().sql()
+    limit = f"ORDER BY sequence DESC LIMIT {log_page.PAGE_SIZE + 1}"
+    sql = (f"EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) (SELECT {history.SELECT} FROM "
+           f"{history.ARCHIVE} WHERE group_id = %s AND {where} AND sequence < %s {limit}) "
+           f"UNION ALL (SELECT {history.SELECT} FROM {history.EVENTS} WHERE group_id = %s "
+           f"AND {where} AND sequence < %s {limit}) {limit}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [group_id, *params, 2**62, group_id, *params, 2**62])
+        return [row[0] for row in cursor.fetchall()]
+
+
 def raw_select(group_id: str, mission_id: str, renders: int) -> dict:
     """The rows the Mission page shows, straight out of PostgreSQL."""
     sql = (f"SELECT doc FROM {WorkItem._meta.db_table} "
@@ -109,8 +143,25 @@ def scenario(items: int, renders: int, report) -> dict:
     mission_page["queriesAtATenth"] = queries_of(client, mission_path("small"))[0]
     item_page["queriesAtATenth"] = queries_of(client, item_path("small"))[0]
     raw = raw_select(group_id, "large", renders)
+    mission_page["coldP50Ms"] = cold_render(client, mission_path("large"), max(renders // 4, 1))
+    report(f"[pages] the Mission of {missions['huge']} WorkItems...")
+    huge_page = measure(client, mission_path("huge"), renders)
+    huge_page["coldP50Ms"] = cold_render(client, mission_path("huge"), max(renders // 4, 1))
+    log_path = reverse("dashboard:group_log", args=[group_id])
+    log_newest = measure(client, log_path, renders)
+    log_oldest = measure(client, f"{log_path}?before=60", renders)
+    plan = log_plan(group_id)
+    report(f"  Mission page, {items}: {mission_page['p50Ms']} ms (cold graph cache "
+           f"{mission_page['coldP50Ms']}); {missions['huge']}: {huge_page['p50Ms']} ms "
+           f"(cold {huge_page['coldP50Ms']}), {huge_page['queries']} SQL queries, "
+           f"{huge_page['kilobytes']} KB\n"
+           f"  Group log page ({log_newest['queries']} SQL queries): newest "
+           f"{log_newest['p50Ms']} ms, oldest {log_oldest['p50Ms']} ms\n"
+           "  its keyset read:\n    " + "\n    ".join(plan))
     return {"scenario": "pages", "workItems": items, "tenth": missions["small"],
             "renders": renders,
             "missionPage": mission_page, "workItemPage": item_page, "raw": raw,
+            "huge": missions["huge"], "missionPageAtTenTimes": huge_page,
+            "logPage": {"newest": log_newest, "oldest": log_oldest, "plan": plan},
             "missionPageOverRaw": round(mission_page["p50Ms"] / raw["p50Ms"], 1),
             "workItemPageOverRaw": round(item_page["p50Ms"] / raw["p50Ms"], 1)}

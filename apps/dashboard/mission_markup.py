@@ -23,6 +23,7 @@ from django.utils.safestring import SafeString, mark_safe
 from .templatetags.dashboard import when
 
 GRAPH_CACHE_SECONDS = 24 * 3600  # a key is never stale (a digest), only unused
+GRAPH_KEY = "mw:dashboard:graph:"
 _SENTINEL = "mw0sentinel0id"
 AMBIGUITY = ' <span class="warn">ambiguity open</span>'
 OVER = ' class="over"'
@@ -65,7 +66,7 @@ def graph_key(group_id: str, nodes: dict, expanded: Iterable, cycle: list | None
     read (the nodes hold each WorkItem's state, goal, edges, policy and child Mission)."""
     source = json.dumps([group_id, nodes, sorted(expanded), cycle], sort_keys=True,
                         default=list, ensure_ascii=False)
-    return "mw:dashboard:graph:" + hashlib.sha256(source.encode()).hexdigest()
+    return GRAPH_KEY + hashlib.sha256(source.encode()).hexdigest()
 
 
 def graph_markup(group_id: str, nodes: dict, expanded: Iterable, cycle: list | None,
