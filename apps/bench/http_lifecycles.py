@@ -9,6 +9,7 @@ clients only send bytes.
 """
 
 import json
+import tempfile
 import time
 import uuid
 from collections import defaultdict
@@ -17,6 +18,7 @@ from datetime import timedelta
 import psycopg
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.contrib.auth import get_user_model
+from django.db import connection as django_connection
 from django.test.utils import override_settings
 from django.utils import timezone
 
@@ -38,6 +40,7 @@ from .harness import (
     free_port,
     group_commit_batches,
     latency_summary,
+    percentile_ms,
     run_together,
     start_server,
     stop_server,
@@ -207,10 +210,13 @@ def run_http(port: int, plans: list, server_pid: int | None = None) -> dict:
     meter = CpuMeter(server_pid).start() if server_pid else None
     elapsed = run_together(client, plans)
     commands = sum(len(v) for v in samples.values())
+    every = [seconds for values in samples.values() for seconds in values]
     result = {"commands": commands, "seconds": round(elapsed, 3),
               "commandsPerSecond": round(commands / elapsed, 1), "failures": len(failures),
               "firstFailure": failures[0] if failures else None,
-              "latency": latency_summary(samples)}
+              "latency": latency_summary(samples),
+              "latencyAll": {"p50Ms": percentile_ms(every, 0.5),
+                             "p99Ms": percentile_ms(every, 0.99)}}
     if meter:
         result["cpuMsPerCommand"] = meter.stop(commands)
     return result
@@ -250,6 +256,75 @@ def beside_the_pipeline_alone(raw: dict, api: dict, plans: list) -> dict:
                                 pipelineAlone=alone["cpuMsPerCommand"])}
 
 
+def round_trips(trace: str) -> int:
+    """Round trips in a libpq trace: each run of frontend messages the backend answers
+    (as tests/integration/test_round_trips.py counts them)."""
+    trips, last, sent = 0, None, False
+    for line in trace.splitlines():
+        fields = line.split("\t")
+        if len(fields) < 4:
+            continue
+        direction = fields[1]
+        if direction == "F" and last == "B":
+            trips += 1
+        sent = sent or direction == "F"
+        last = direction
+    return trips + 1 if sent and last is not None else trips
+
+
+def count_round_trips(plans: list) -> dict:
+    """The plans' commands through `pipeline.submit` in this process, one at a time, each
+    with its bearer token checked as the API checks it, with libpq's trace on: {command
+    type: PostgreSQL round trips per command (the median over its runs)}. The HTTP path
+    has no other query; a round trip is one send and its answer, however many statements
+    it pipelines."""
+    counted: dict[str, list[int]] = defaultdict(list)
+    django_connection.ensure_connection()
+    raw = django_connection.connection
+    with override_settings(DEBUG=False):
+        for plan in plans:
+            for lifecycle in plan:
+                for type_, group_id, token, payload in lifecycle:
+                    with tempfile.TemporaryFile("w+") as trace:  # a fresh file each
+                        raw.pgconn.trace(trace.fileno())
+                        try:
+                            principal = principals.authenticate_bearer(token, timezone.now(),
+                                                                       group_id)
+                            answer = pipeline.submit(group_id, json.loads(payload), principal)
+                        finally:
+                            raw.pgconn.untrace()
+                        assert answer.status == 200, answer.body
+                        trace.seek(0)
+                        counted[type_].append(round_trips(trace.read()))
+    return {type_: sorted(n)[len(n) // 2] for type_, n in sorted(counted.items())}
+
+
+def run_one_at_a_time(port: int, plans: list) -> dict:
+    """The plans' commands over HTTP from one client, one after the other: the latency of
+    a command alone (no other command queued beside it)."""
+    return run_http(port, [[lifecycle for plan in plans for lifecycle in plan]])
+
+
+def ratios(api: dict, raw: dict, alone: dict, raw_alone: dict, trips: dict) -> dict:
+    """The figures a script reads (docs/performance.md, "Running the benchmarks"), each as
+    a ratio to the raw transaction measured in the same run."""
+    raw_cpu = sum(raw["cpuMsPerTransaction"].values())
+    cpu = api.get("cpuMsPerCommand", {})
+    raw_latency = raw_alone["latency"]
+    return {
+        "cpuRatio": round(sum(cpu.values()) / raw_cpu, 2) if raw_cpu else None,
+        "serverCpuRatio": round(cpu.get("server", 0.0) / raw_cpu, 2) if raw_cpu else None,
+        "roundTrips": trips,
+        "latencyRatio": {
+            "p50": round(alone["latencyAll"]["p50Ms"] / raw_latency["p50Ms"], 2),
+            "p99": round(alone["latencyAll"]["p99Ms"] / raw_latency["p99Ms"], 2),
+            "byCommand": {t: {"p50": round(s["p50Ms"] / raw_latency["p50Ms"], 2),
+                              "p99": round(s["p99Ms"] / raw_latency["p99Ms"], 2)}
+                          for t, s in alone["latency"].items()},
+            "commandMs": alone["latencyAll"], "rawMs": raw_latency},
+    }
+
+
 def raw_schema(schema: str) -> str:
     """The raw baseline's tables, in `schema`: a Group head, its events, one projection."""
     return f"""
@@ -275,7 +350,8 @@ def run_raw(plans: list, group_ids: list) -> dict:
             cursor.executemany("INSERT INTO mw_bench_raw.grp VALUES (%s, 0, '')",
                                [(g,) for g in group_ids])
     document = json.dumps(contract())
-    counts = []
+    counts: list[int] = []
+    samples: list[float] = []  # each transaction's seconds, commit included
 
     def client(work, ready):
         plan, connection = work
@@ -283,6 +359,7 @@ def run_raw(plans: list, group_ids: list) -> dict:
         ready()
         for k, lifecycle in enumerate(plan):
             for type_, group_id, _token, payload in lifecycle:
+                started = time.perf_counter()
                 with connection.transaction():
                     head = connection.execute(
                         "SELECT head_sequence FROM mw_bench_raw.grp WHERE id = %s "
@@ -299,6 +376,7 @@ def run_raw(plans: list, group_ids: list) -> dict:
                         "ON CONFLICT (group_id, item_id) DO UPDATE "
                         "SET state = excluded.state, doc = excluded.doc",
                         (group_id, f"{id(plan)}-{k}", type_, document))
+                samples.append(time.perf_counter() - started)
                 done += 1
         counts.append(done)
 
@@ -316,7 +394,9 @@ def run_raw(plans: list, group_ids: list) -> dict:
         connection.execute("DROP SCHEMA mw_bench_raw CASCADE")
     return {"transactions": sum(counts), "seconds": round(elapsed, 3),
             "transactionsPerSecond": round(sum(counts) / elapsed, 1),
-            "cpuMsPerTransaction": cpu}
+            "cpuMsPerTransaction": cpu,
+            "latency": {"p50Ms": percentile_ms(samples, 0.5),
+                        "p99Ms": percentile_ms(samples, 0.99)}}
 
 
 def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int,
@@ -328,7 +408,14 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
     prepared = prepare(run, groups, lifecycles, clients)
     report(f"[{name}] raw SQL baseline, {clients} clients...")
     raw = run_raw(prepared["plans"], prepared["groups"])
-    servers = {}
+    # One command at a time, for latencyRatio: a tenth of the lifecycles (at least 20)
+    # from one client, beside the raw transaction from one client on the same commands.
+    # In one Group of their own: alone, the Group count changes nothing, and making
+    # 1,000 more Groups would cost minutes.
+    single = prepare(f"{run}1", 1, max(lifecycles // 10, 20), 1)
+    report(f"[{name}] raw SQL baseline, one transaction at a time...")
+    raw_alone = run_raw(single["plans"], single["groups"])
+    servers, one_at_a_time = {}, {}
     for index, http_server in enumerate(http_servers):
         if index:
             prepared = prepare(f"{run}{index}", groups, lifecycles, clients)
@@ -337,16 +424,22 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
         try:
             servers[http_server] = run_http(process.port, prepared["plans"], process.pid)
             servers[http_server]["groupCommit"] = group_commit_batches(process.port)
+            if not index:
+                report(f"[{name}] HTTP, one command at a time...")
+                one_at_a_time = run_one_at_a_time(process.port, single["plans"])
         finally:
             stop_server(process)
     api = servers[http_servers[0]]
     report(f"[{name}] the pipeline alone, in this process...")
     alone = beside_the_pipeline_alone(raw, api, prepare(
         f"{run}p", groups, in_process_share(lifecycles, clients), clients)["plans"])
+    report(f"[{name}] PostgreSQL round trips per command (libpq trace)...")
+    trips = count_round_trips(prepare(f"{run}t", 1, 3, 1)["plans"])
     ratio = api["commandsPerSecond"] / raw["transactionsPerSecond"]
     result = {"scenario": name, "groups": groups, "clients": clients, "webWorkers": workers,
               "httpServer": http_servers[0], "api": api, "raw": raw, "ratio": round(ratio, 3),
-              **alone}
+              **alone, "oneAtATime": {"api": one_at_a_time, "raw": raw_alone},
+              **ratios(api, raw, one_at_a_time, raw_alone, trips)}
     if len(servers) > 1:
         result["httpServers"] = {
             s: {"commandsPerSecond": a["commandsPerSecond"], "failures": a["failures"],

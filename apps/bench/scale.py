@@ -269,11 +269,20 @@ def by_log_length(lengths: list, commands: int, workers: int, report) -> dict:
                     "replayUsPerEvent": per_event_us(checked["replay"], events),
                     "raw": {"seconds": copied["seconds"],
                             "usPerEvent": per_event_us(copied["seconds"], copied["events"])}})
+                verifying[-1]["verifyRatio"] = verify_ratio(verifying[-1])
     finally:
         with psycopg.connect(dsn, autocommit=True) as raw:
             raw.execute("DROP SCHEMA IF EXISTS mw_bench_scale CASCADE")
     return {"groupId": group_id, "commands": commands, "webWorkers": workers,
             "latency": latency, "verify": verifying, "linear": linearity(verifying)}
+
+
+def verify_ratio(row: dict) -> dict:
+    """mw_verify's and its replay's time per event over the raw COPY's, at one length."""
+    raw = row["raw"]["usPerEvent"]
+    return {"events": row["events"],
+            "verify": round(row["verifyUsPerEvent"] / raw, 2) if raw else None,
+            "replay": round(row["replayUsPerEvent"] / raw, 2) if raw else None}
 
 
 def linearity(rows: list) -> dict:

@@ -37,6 +37,14 @@ def assert_lifecycles(result, groups, lifecycles):
                                    "work.accept_result"}
     assert result["ratio"] == round(api["commandsPerSecond"] / raw["transactionsPerSecond"], 3)
     assert api["cpuMsPerCommand"]["server"] > 0 and raw["cpuMsPerTransaction"]["client"] > 0
+    # The ratios a script reads (docs/performance.md, "Running the benchmarks").
+    assert result["cpuRatio"] > result["serverCpuRatio"] > 0
+    assert set(result["roundTrips"]) == set(api["latency"])
+    assert all(n >= 3 for n in result["roundTrips"].values())  # BEGIN, the lock, COMMIT
+    latency = result["latencyRatio"]
+    assert latency["p50"] > 0 and latency["p99"] > 0
+    assert set(latency["byCommand"]) == set(api["latency"])
+    assert result["oneAtATime"]["api"]["failures"] == 0
     assert_ceiling(result, 7 * max(lifecycles // 5, result["clients"]))
     batches = api["groupCommit"]  # every command of a lifecycle goes through group commit
     assert round(batches["batches"] * batches["meanSize"]) == api["commands"], batches
@@ -87,6 +95,8 @@ def test_replay(capsys):
     assert result["raw"]["events"] == result["http"]["events"] == result["events"]
     assert result["websocket"].get("events") == result["events"], result["websocket"]
     assert result["httpOverRaw"] > 0 and result["websocketOverRaw"] > 0
+    assert set(result["verifyRatio"]) == {"http", "websocket"}
+    assert all(r > 0 for r in result["verifyRatio"].values())
 
 
 def test_sweep(capsys):
@@ -126,6 +136,8 @@ def test_scale(capsys):
         assert row["problems"] == []
         assert row["verifySeconds"] >= row["replaySeconds"] > 0 and row["raw"]["seconds"] > 0
     assert set(log["linear"]) == {"verify", "replay", "raw"}
+    assert result["verifyRatio"] == log["verify"][-1]["verifyRatio"]
+    assert result["verifyRatio"]["verify"] >= result["verifyRatio"]["replay"] > 0
 
 
 def test_pages(capsys):

@@ -169,6 +169,18 @@ class Command(BaseCommand):
         lines.append("  command                 p50 ms    p99 ms")
         for name, stat in api["latency"].items():
             lines.append(f"  {name:<22} {stat['p50Ms']:>7} {stat['p99Ms']:>9}")
+        if "cpuRatio" in r:
+            latency = r["latencyRatio"]
+            lines += [f"  cpuRatio             {r['cpuRatio']:>9}   (all CPU per command / "
+                      f"the raw transaction's)",
+                      f"  serverCpuRatio       {r['serverCpuRatio']:>9}   (server CPU per "
+                      f"command / the raw transaction's)",
+                      f"  latencyRatio         p50 {latency['p50']} / p99 {latency['p99']}   "
+                      f"(one at a time: {latency['commandMs']['p50Ms']}/"
+                      f"{latency['commandMs']['p99Ms']} ms, raw {latency['rawMs']['p50Ms']}/"
+                      f"{latency['rawMs']['p99Ms']} ms)",
+                      "  roundTrips           " + ", ".join(
+                          f"{t} {n}" for t, n in r["roundTrips"].items())]
         if "httpServers" in r:
             lines.append("  server        commands/s   x first   max p99 ms   failures")
             for name, s in r["httpServers"].items():
@@ -225,6 +237,11 @@ class Command(BaseCommand):
                          f"({r['websocketOverRaw']} of raw)")
         elif "websocket" in r:
             lines.append(f"  WebSocket      failed: {r['websocket']['error']}")
+        # Time per event replayed over the raw COPY's (replay.py's rates, inverted).
+        r["verifyRatio"] = {
+            path: round(r["raw"]["eventsPerSecond"] / r[path]["eventsPerSecond"], 2)
+            for path in ("http", "websocket") if r.get(path, {}).get("eventsPerSecond")}
+        lines.append(f"  verifyRatio    {r['verifyRatio']} (time per event over raw COPY's)")
         report("\n".join(lines))
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
 
@@ -365,6 +382,11 @@ class Command(BaseCommand):
                              f"({row['replayUsPerEvent']:<7}) {row['raw']['seconds']:>9} "
                              f"({row['raw']['usPerEvent']:<6})   "
                              f"{len(row['problems']) or 'none'}")
+            if log["verify"]:
+                r["verifyRatio"] = log["verify"][-1]["verifyRatio"]  # the longest log
+                lines.append(f"  verifyRatio at {r['verifyRatio']['events']} events: verify "
+                             f"{r['verifyRatio']['verify']}x, replay "
+                             f"{r['verifyRatio']['replay']}x the raw COPY per event")
             for what, g in log["linear"].items():
                 lines.append(f"  {what:<7} µs/event, largest over smallest: "
                              f"{g['perEventGrowth']}x ({'linear' if g['linear'] else 'NOT linear'}"
