@@ -2,11 +2,12 @@
 
 import base64
 import hashlib
-import json
 import math
+import re
 from functools import lru_cache
 from typing import Any
 
+import orjson
 import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -20,25 +21,65 @@ ZERO_HASH = "sha256:" + "0" * 64
 def canonical(value: Any) -> bytes:  # any JSON value
     """The RFC 8785 (JCS) form of a JSON value, as UTF-8 bytes.
 
-    For documents without floats and with ASCII member names, JCS and Python's
-    sorted compact json.dumps write the same bytes (same escapes, lowercase \\u00xx,
-    raw UTF-8 otherwise); that C-speed path is several times faster than the rfc8785
-    package, which handles everything else (floats, non-ASCII names sorted by UTF-16).
-    tests/unit/test_canonical.py checks the two agree."""
-    if _plain(value):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":"),
-                          allow_nan=False).encode()
-    return rfc8785.dumps(value)
+    orjson (compiled) writes it for almost every document, about fifty times faster than
+    the pure-Python rfc8785 package, which writes the few that orjson would get wrong
+    (see _fast). tests/unit/test_canonical*.py check the two agree, and RFC 8785's own
+    vectors."""
+    fast = _fast(value)
+    return fast if fast is not None else rfc8785.dumps(value)
 
 
-def _plain(value: Any) -> bool:
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and k.isascii() and _plain(v) for k, v in value.items())
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return True
-    return isinstance(value, int) and -(2**53) < value < 2**53
+# orjson with sorted keys writes JCS's bytes (same escapes: \b \t \n \f \r, lowercase
+# \u00xx for the other controls, everything else raw, "/" and U+2028/2029 included) except
+# in the cases below, each caught from its output, not by walking the value in Python:
+# - integers beyond ±(2**53-1): OPT_STRICT_INTEGER makes orjson refuse them (so does JCS);
+# - NaN and ±Infinity, which orjson writes as null, and types orjson writes that JSON has
+#   no place for (UUID, Enum, datetime, tuple...): the bytes do not parse back to an equal
+#   value;
+# - floats that JavaScript writes differently: orjson keeps ".0" on whole numbers (56.0,
+#   -0.0) and uses an exponent from 1e16 up and below 1e-5, JCS from 1e21 and below 1e-6;
+#   orjson's other floats are the same shortest digits, written the same way. So output
+#   with "e+", "e-" or a final ".0" in a number is handed over (_float_differs);
+# - member names sorted: orjson by code point, JCS by UTF-16 code unit. The two orders
+#   differ only between a character above U+FFFF (UTF-8 lead byte F0-F4) and one in
+#   U+E000-U+FFFF (lead byte EE or EF), so only output holding both is handed over.
+_OPTIONS = orjson.OPT_SORT_KEYS | orjson.OPT_STRICT_INTEGER
+_EXPONENT = re.compile(rb"e[-+]")
+_POINT_ZERO = re.compile(rb"\.0(?![0-9])")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_ASTRAL = re.compile(rb"[\xf0-\xf4]")
+_HIGH_BMP = re.compile(rb"[\xee\xef]")
+
+
+def _fast(value: Any) -> bytes | None:
+    """orjson's bytes when they are RFC 8785's, else None."""
+    try:
+        out = orjson.dumps(value, option=_OPTIONS)
+    except TypeError:  # orjson.JSONEncodeError: big integers, surrogates, non-str keys...
+        return None
+    if _float_differs(out):
+        return None
+    if not out.isascii() and _ASTRAL.search(out) and _HIGH_BMP.search(out):
+        return None
+    if orjson.loads(out) != value:
+        return None
+    return out
+
+
+def _float_differs(out: bytes) -> bool:
+    """Whether orjson's `out` holds a float JCS writes otherwise. Each match of the two
+    quick searches may be inside a string ("re-run", "v1.0"): it is a number only when
+    an even number of quotes come before it. An escaped quote would upset that count,
+    so output with a backslash is searched again without its strings instead."""
+    for pattern in (_EXPONENT, _POINT_ZERO):
+        for match in pattern.finditer(out):
+            if b"\\" in out:
+                bare = _STRING.sub(b'""', out)  # left: numbers, literals, punctuation
+                return _EXPONENT.search(bare) is not None or \
+                    _POINT_ZERO.search(bare) is not None
+            if out.count(b'"', 0, match.start()) % 2 == 0:
+                return True
+    return False
 
 
 def sha256_hex(data: bytes) -> str:
