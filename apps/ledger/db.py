@@ -7,28 +7,95 @@ trip in psycopg's pipeline mode, as server-side bound (and so preparable) statem
 """
 
 import json
-from contextlib import ExitStack
+import threading
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 
 from django.db import connection
+from django.db import transaction as django_transaction
+
+
+class _Riding(threading.local):
+    """This thread's `transaction()`: in one, BEGIN still to send, COMMIT sent."""
+
+    active = begin = committed = False
+
+
+_riding = _Riding()
+
+
+@contextmanager
+def transaction():
+    """Django's `transaction.atomic`, whose BEGIN goes in the round trip of the first
+    statements and whose COMMIT may go in the round trip of the last ones
+    (`execute_batch(..., commit=True)`): a command's transaction costs two round trips,
+    not four (issue 27).
+
+    psycopg, left to itself, sends BEGIN in a round trip of its own, even in pipeline
+    mode (it waits for the answer). So inside the block psycopg is in autocommit (it
+    sends no BEGIN), and the first statement sent through this module carries an
+    explicit BEGIN; a statement sent otherwise (the ORM) sends it first, alone (the
+    execute wrapper). Django keeps its bookkeeping: the atomic block, on_commit
+    callbacks, rollback on an error (psycopg's rollback asks the server's transaction
+    status, not autocommit). Once COMMIT was sent the connection is idle: Django's own
+    commit sends nothing and runs the on_commit callbacks, so nothing may raise in the
+    block after it. Inside a caller's transaction it is a plain `atomic`."""
+    if connection.in_atomic_block or not connection.get_autocommit():
+        with django_transaction.atomic():
+            yield
+        return
+    with django_transaction.atomic():
+        connection.connection.autocommit = True  # idle, nothing sent yet: no round trip
+        _riding.active = _riding.begin = True
+        try:
+            with connection.execute_wrapper(_begin_first):
+                yield
+        finally:
+            _riding.active = _riding.begin = _riding.committed = False
+
+
+def _begin_first(execute, sql, params, many, context):
+    """A statement sent other than through this module in `transaction()`."""
+    if _control():
+        with connection.wrap_database_errors:
+            connection.connection.execute("BEGIN")
+    return execute(sql, params, many, context)
+
+
+def _control(commit: bool = False) -> list:
+    """The transaction control statements to send with the next ones: BEGIN if the
+    `transaction()` sent none yet; COMMIT if asked for, in a `transaction()` and not
+    in a savepoint of it."""
+    if _riding.committed:
+        raise RuntimeError("a statement after the transaction's COMMIT")
+    control = ["BEGIN"] if _riding.begin else []
+    _riding.begin = False
+    if commit and _riding.active and len(connection.atomic_blocks) == 1:
+        control.append("COMMIT")
+    return control
 
 
 def fetch(sql: str, params=()) -> list:
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
+    return fetch_all([(sql, params)])[0]
 
 
 def fetch_all(statements: list) -> list:
     """[rows, ...] of [(sql, params), ...] run in order, in one round trip (pipeline
     mode). Each statement starts when the one before it has finished, so a read after a
     lock sees what was committed before the lock was granted."""
-    if len(statements) < 2:
-        return [fetch(sql, params) for sql, params in statements]
+    if not statements:
+        return []
+    begin = _control()
+    if len(statements) == 1 and not begin:
+        with connection.cursor() as cursor:
+            cursor.execute(*statements[0])
+            return [cursor.fetchall()]
     with ExitStack() as stack:
         cursors = [stack.enter_context(connection.cursor()) for _ in statements]
         with connection.wrap_database_errors:
             with connection.connection.pipeline():
+                for control in begin:  # on the first cursor: its own statement follows
+                    cursors[0].cursor.execute(control)
                 for cursor, (sql, params) in zip(cursors, statements):
                     cursor.cursor.execute(sql, params)
             return [cursor.cursor.fetchall() for cursor in cursors]
@@ -44,19 +111,26 @@ class Many(tuple):
 MANY_ROWS = 64  # above this many rows, insert/upsert write row by row (see Many)
 
 
-def execute_batch(statements: list) -> None:
-    """Run [(sql, params), ...] in order, in one round trip (pipeline mode)."""
+def execute_batch(statements: list, commit: bool = False) -> None:
+    """Run [(sql, params), ...] in order, in one round trip (pipeline mode). With
+    `commit`, in a `transaction()`: they are its last, and its COMMIT goes with them."""
     if not statements:
         return
+    control = _control(commit)
     with connection.cursor() as cursor:
         with connection.wrap_database_errors, connection.connection.pipeline():
+            if control[:1] == ["BEGIN"]:
+                cursor.cursor.execute("BEGIN")
             for statement in statements:
                 run = cursor.cursor.executemany if isinstance(statement, Many) \
                     else cursor.cursor.execute
                 run(*statement)
+            if control[-1:] == ["COMMIT"]:
+                cursor.cursor.execute("COMMIT")
+    _riding.committed = control[-1:] == ["COMMIT"]
 
 
-def execute_as_one(statements: list) -> None:
+def execute_as_one(statements: list, commit: bool = False) -> None:
     """Run [(sql, params), ...], INSERTs and UPDATEs none of which writes a row another
     writes, as one statement: all but the last as data-modifying WITH queries. A
     statement costs both sides of the wire (psycopg's bind and result handling,
@@ -64,13 +138,15 @@ def execute_as_one(statements: list) -> None:
     command's writes are four or five.
     They share one snapshot and none reads what another writes, so nothing is seen
     differently; a constraint violation in any fails the statement, as it failed the
-    batch. A row-by-row statement (Many) cannot be folded: those go as execute_batch."""
+    batch. A row-by-row statement (Many) cannot be folded: those go as execute_batch.
+    `commit` as execute_batch's."""
     if len(statements) < 2 or any(isinstance(s, Many) for s in statements):
-        return execute_batch(statements)
+        return execute_batch(statements, commit)
     *first, (last_sql, last_params) = statements
     sql = "WITH " + ", ".join(f"w{i} AS ({text} RETURNING 1)"
                              for i, (text, _params) in enumerate(first)) + " " + last_sql
-    execute_batch([(sql, [p for _text, params in first for p in params] + list(last_params))])
+    execute_batch([(sql, [p for _text, params in first for p in params] + list(last_params))],
+                  commit)
 
 
 def aware(moment):
@@ -114,6 +190,9 @@ def copy(table: str, columns: list, rows: list) -> None:
     both sides of the wire)."""
     if not rows:
         return
+    if _control():  # BEGIN, alone: COPY does not go in a pipeline
+        with connection.wrap_database_errors:
+            connection.connection.execute("BEGIN")
     with connection.cursor() as cursor, connection.wrap_database_errors:
         with cursor.cursor.copy(f"COPY {table} ({', '.join(columns)}) FROM STDIN") as stream:
             for row in rows:

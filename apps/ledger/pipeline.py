@@ -104,7 +104,7 @@ def _alone(pending, others: set) -> Answer:
     """One command in its own transaction; `others`, the other Groups it locks."""
     group_id, command = pending.group_id, pending.command
     try:
-        with transaction.atomic():
+        with db.transaction():  # BEGIN with the lock, COMMIT with the writes
             if others:
                 heads = _lock_groups(group_id, others)
                 view = plugged.projections.load(group_id, command)
@@ -116,8 +116,7 @@ def _alone(pending, others: set) -> Answer:
                                                             _lock_statement(group_id))
                 plugged.observer.lock_waited(time.perf_counter() - asked)
                 heads = {group_id: _locked_head(locked)}
-            answer = _decide_and_write(pending, heads, view)
-            faults.reach("before_commit")
+            answer = _decide_and_write(pending, heads, view, last=True)
     except IntegrityError as error:
         return _answered_before(pending, error)
     return answer
@@ -132,7 +131,8 @@ def _together(batch: list) -> None:
     answers: list[Answer | ProtocolError | None] = []
     plugged.observer.batched(len(batch))
     try:
-        with transaction.atomic():
+        # BEGIN with the locks, COMMIT with the last command's writes (if it has any)
+        with db.transaction():
             lock = _lock_many_statement(sorted({p.group_id for p in batch}))
             first = batch[0]
             asked = time.perf_counter()
@@ -153,8 +153,10 @@ def _together(batch: list) -> None:
                 except ProtocolError as error:  # raised before it wrote anything
                     answers.append(error)
                     continue
-                answers.append(_decide_and_write(pending, heads, view))
-            faults.reach("before_commit")
+                answers.append(_decide_and_write(pending, heads, view,
+                                                 last=index == len(batch) - 1))
+            if not isinstance(answers[-1], Answer):  # the commit did not ride: still due
+                faults.reach("before_commit")
     except Exception:
         answers = [None] * len(batch)
     for pending, answer in zip(batch, answers):
@@ -169,9 +171,12 @@ def _together(batch: list) -> None:
             pending.answer = answer
 
 
-def _decide_and_write(pending, heads: dict, view: state.View) -> Answer:
+def _decide_and_write(pending, heads: dict, view: state.View, last: bool) -> Answer:
     """Decide the command on `view` under its Group's lock and write the decision: its
-    events (chained after `heads`, which moves on) or its rejection, and its record."""
+    events (chained after `heads`, which moves on) or its rejection, and its record.
+    `last`: nothing follows in the transaction, so its COMMIT goes with these writes
+    (db.transaction); the fault points before a commit are passed before they are sent
+    (a crash there leaves the transaction open, and PostgreSQL rolls it back alike)."""
     group_id, command, now = pending.group_id, pending.command, pending.now
     head = heads[group_id]
     try:
@@ -182,21 +187,28 @@ def _decide_and_write(pending, heads: dict, view: state.View) -> Answer:
         drafts = commands.decide(view, command, context)
     except ProtocolError as rejection:
         answer = Answer(rejection.http_status, rejection.as_json())
+        if last:
+            faults.reach("before_commit")
         db.execute_batch([_record(group_id, command, pending.fingerprint, answer,
-                                  pending.envelope, now)])
+                                  pending.envelope, now)], commit=last)
         return answer
     faults.reach("before_append")
     own = [d for d in drafts if d.group_id in (None, group_id)]
     events, writes = _append(group_id, head, view, own, command.actor, command.id, now)
     writes += _append_elsewhere(group_id, heads, drafts, command, now)
     answer = Answer(200, {"commandId": command.id, "events": events, "duplicate": False})
+    writes.append(_record(group_id, command, pending.fingerprint, answer, None, now))
+    if last:
+        faults.reach("after_append")
+        faults.reach("before_commit")
     # With the record: a repeated id fails its unique constraint and takes the whole
     # attempt back with it.
-    db.execute_as_one([*writes, _record(group_id, command, pending.fingerprint, answer, None, now)])
+    db.execute_as_one(writes, commit=last)
     if events:
         heads[group_id] = (events[-1]["sequence"], events[-1]["hash"])
     plugged.observer.appended(time.perf_counter() - decided)
-    faults.reach("after_append")
+    if not last:
+        faults.reach("after_append")
     return answer
 
 
