@@ -28,15 +28,16 @@ def document(row: tuple) -> dict:
             "hash": hash_}
 
 
-def _both(group_id: str, condition: str, params: list, limit: int | None = None) -> list:
-    """Rows of both tables matching `condition`, in sequence order. One statement, so one
-    snapshot of the database: an event being moved is seen once, in one table or the
-    other, never in neither."""
+def _both(group_id: str, condition: str, params: list, limit: int | None = None,
+          select: str = SELECT) -> list:
+    """Rows of both tables matching `condition`, in sequence order (`select`'s second
+    column is the sequence). One statement, so one snapshot of the database: an event
+    being moved is seen once, in one table or the other, never in neither."""
     # With a limit, each branch is ordered and limited on its own as well, so that each
     # reads its (group, sequence) index instead of the whole Group being sorted.
     cap = f" ORDER BY 2 LIMIT {int(limit)}" if limit is not None else ""
-    sql = (f"(SELECT {SELECT} FROM {ARCHIVE} WHERE group_id = %s AND {condition}{cap}) "
-           f"UNION ALL (SELECT {SELECT} FROM {EVENTS} WHERE group_id = %s AND {condition}{cap}) "
+    sql = (f"(SELECT {select} FROM {ARCHIVE} WHERE group_id = %s AND {condition}{cap}) "
+           f"UNION ALL (SELECT {select} FROM {EVENTS} WHERE group_id = %s AND {condition}{cap}) "
            f"ORDER BY 2" + (f" LIMIT {int(limit)}" if limit is not None else ""))
     return db.fetch(sql, [group_id, *params, group_id, *params])
 
@@ -45,14 +46,22 @@ def history(group_id: str, after: int = 0, through: int | None = None,
             chunk: int = CHUNK) -> Iterator[dict]:
     """Every event document of the Group with `after` < sequence (<= `through`), from the
     archive and the online log, in sequence order, read `chunk` rows at a time."""
+    for row in rows(group_id, after, through, chunk):
+        yield document(row)
+
+
+def rows(group_id: str, after: int = 0, through: int | None = None, chunk: int = CHUNK,
+         select: str = SELECT) -> Iterator[tuple]:
+    """history()'s events as rows of `select` (default COLUMNS; its second column must
+    be the sequence), for a reader that needs less than the documents."""
     bound = through if through is not None else 2**62
     while True:
-        rows = _both(group_id, "sequence > %s AND sequence <= %s", [after, bound], chunk)
-        for row in rows:
-            yield document(row)
-        if len(rows) < chunk:
+        found = _both(group_id, "sequence > %s AND sequence <= %s", [after, bound], chunk,
+                      select)
+        yield from found
+        if len(found) < chunk:
             return
-        after = rows[-1][1]
+        after = found[-1][1]
 
 
 def events_between(group_id: str, first: int, last: int) -> list[dict]:

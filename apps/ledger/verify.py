@@ -4,6 +4,10 @@ log is the truth). Stored snapshots must equal the replay at their sequence and 
 the authority's signature."""
 
 import json
+from datetime import datetime
+from typing import Any
+
+import orjson
 
 from mission_weave.core import chain, state, state_documents
 from mission_weave.core.evolve import evolve
@@ -44,22 +48,63 @@ def view_of(state_doc: dict) -> state.View:
         packages={(d["id"], d["version"]): d for d in state_doc.get("contextPackages", [])})
 
 
+# What the replay reads of each event: history.COLUMNS without the group (it is the
+# one replayed), the sequence second (history.rows pages by it), and `occurredAt` written
+# by PostgreSQL as format_time writes it but for the fraction of a whole second
+# (".000000" is dropped below). Reading it as a datetime cost psycopg more than the
+# rest of the row, then format_time and parse_time again (issue 27).
+REPLAY_SELECT = ("event_id, sequence, type, to_char(occurred_at AT TIME ZONE 'UTC', "
+                 "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'), actor, command_id, mission_id, "
+                 "work_item_id, revision, data, prev_hash, hash")
+
+
 def replay_through(group_id: str, through: int | None = None, start=None,
                    at=None) -> tuple[state.View, list, int, str]:
     """Rebuild the Group's state in memory from its history (archive, then online log)
     up to `through` (default: all), checking the chain: (view, problems, last sequence,
     its hash). `start` = (view, sequence, hash) resumes from a known state; `at` maps
-    sequences to callbacks `f(view, event document)` run when the replay reaches them."""
+    sequences to callbacks `f(view, event document)` run when the replay reaches them.
+
+    It does per event only what the check needs: the row as text, the data parsed once
+    (orjson), the wire document without `hash` built once and hashed (chain's
+    link_problems, the same checks as check_chain), the time parsed once for a run of
+    events written at the same moment, and the event evolved."""
     view, prev_sequence, prev_hash = start or (state.View(), 0, chain.GENESIS_HASH)
     problems, at = [], at or {}
-    for document in history.history(group_id, after=prev_sequence, through=through,
-                                    chunk=BATCH):
-        problems += chain.check_chain([document], prev_hash, prev_sequence + 1)
-        prev_hash, prev_sequence = document["hash"], document["sequence"]
-        apply(view, document)
-        if prev_sequence in at:
-            at[prev_sequence](view, document)
+    last_time, occurred_at, moment = None, "", datetime.min  # set by the first row
+    for row in history.rows(group_id, after=prev_sequence, through=through, chunk=BATCH,
+                            select=REPLAY_SELECT):
+        (event_id, sequence, type_, written, actor, command_id, mission_id, work_item_id,
+         revision, data, prev, hash_) = row
+        if written != last_time:  # the events of one command share their moment
+            last_time = written
+            occurred_at = written[:-8] + "Z" if written.endswith(".000000Z") else written
+            moment = parse_time(occurred_at)
+        data, parsed = _parsed(data)
+        body = {"id": event_id, "groupId": group_id, "sequence": sequence, "type": type_,
+                "occurredAt": occurred_at, "actor": actor, "commandId": command_id,
+                "missionId": mission_id, "workItemId": work_item_id, "revision": revision,
+                "data": data, "prevHash": prev}
+        problems += chain.link_problems(body, hash_, prev_hash, prev_sequence + 1, parsed)
+        prev_hash, prev_sequence = hash_, sequence
+        evolve(view, state.Event(type_, data, moment, mission_id, work_item_id))
+        if sequence in at:
+            at[sequence](view, {**body, "hash": hash_})
     return view, problems, prev_sequence, prev_hash
+
+
+def _parsed(data) -> tuple[Any, bool]:
+    """An event's data column (jsonb, read as text) and whether orjson parsed it (then it
+    holds nothing but JSON's types, and is hashed without checking that again), or the
+    standard library did, for what orjson refuses (a number that overflows a double):
+    then the hash is computed with every check. (An integer beyond 64 bits, which the
+    server never writes, orjson reads as a float: its hash is reported as not matching.)"""
+    if not isinstance(data, (str, bytes)):
+        return data, False
+    try:
+        return orjson.loads(data), True
+    except orjson.JSONDecodeError:
+        return json.loads(data), False
 
 
 def replay(group_id: str) -> tuple[state.View, list]:

@@ -2,7 +2,13 @@
 
 from collections.abc import Iterable
 
-from mission_weave.protocol.canonical import ZERO_HASH, canonical, content_hash, sha256_hex
+from mission_weave.protocol.canonical import (
+    ZERO_HASH,
+    canonical,
+    canonical_of_parsed,
+    content_hash,
+    sha256_hex,
+)
 
 from .json_types import JsonObject
 
@@ -21,14 +27,26 @@ def check_chain(documents: Iterable[JsonObject], start_hash: str = GENESIS_HASH,
     problems: list[str] = []
     expected_prev, expected_sequence = start_hash, start_sequence
     for document in documents:
-        sequence = document["sequence"]
-        if sequence != expected_sequence:
-            problems.append(f"sequence {sequence} where {expected_sequence} was expected")
-        if document["prevHash"] != expected_prev:
-            problems.append(f"sequence {sequence}: prevHash does not match the previous hash")
-        if seal(document)["hash"] != document["hash"]:
-            problems.append(f"sequence {sequence}: hash does not match its content")
-        expected_prev, expected_sequence = document["hash"], sequence + 1
+        body = {key: value for key, value in document.items() if key != "hash"}
+        problems += link_problems(body, document["hash"], expected_prev, expected_sequence)
+        expected_prev, expected_sequence = document["hash"], document["sequence"] + 1
+    return problems
+
+
+def link_problems(body: JsonObject, hash_: str, expected_prev: str,
+                  expected_sequence: int, parsed: bool = False) -> list[str]:
+    """check_chain's problems with one event, given as its document without `hash`
+    (`body`) and that hash: for a reader that builds the body itself (mw_verify).
+    `parsed`: the body holds only what a JSON parser gives (canonical_of_parsed)."""
+    problems: list[str] = []
+    sequence = body["sequence"]
+    if sequence != expected_sequence:
+        problems.append(f"sequence {sequence} where {expected_sequence} was expected")
+    if body["prevHash"] != expected_prev:
+        problems.append(f"sequence {sequence}: prevHash does not match the previous hash")
+    written = canonical_of_parsed(body) if parsed else canonical(body)
+    if sha256_hex(written) != hash_:
+        problems.append(f"sequence {sequence}: hash does not match its content")
     return problems
 
 

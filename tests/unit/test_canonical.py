@@ -42,6 +42,8 @@ UNREPRESENTABLE = st.sampled_from([math.nan, math.inf, -math.inf, 2**53, -(2**53
 @example({"a": [56.0, -0.0, 1e16, 1e-6]})
 @example({"s": 'he said "re-run v1.0, 1e-7"', "n": 1.0})
 @example({"s": 'a\\"b', "n": 2.0})
+@example({"s": ["e-", "e+", "1.0", "re-run", "v2.0"], "n": 0.5, "m": [3.0]})
+@example({"s": ["e-", "e+", "1.0", "re-run", "v2.0"], "n": 0.5})
 def test_canonical_is_rfc8785(value):
     assert canonical(value) == rfc8785.dumps(value)
     fast = _fast(value)
@@ -87,6 +89,14 @@ def test_documents_like_the_logs_take_the_fast_path():
         "note": "re-run v1.0 \u00e9\U0001f600", "evidenceRefs": ["sha256:" + "e-" * 32]},
         "groupId": "grp_bench-da34409e-0", "revision": 17, "sequence": 12345}
     assert _fast(event) == rfc8785.dumps(event)
+
+
+def test_strings_that_look_like_floats_leave_the_fast_path_to_real_floats():
+    looks = ["e-", "e+", "1.0", "re-run", "v2.0", 'say "2.0"']  # more than _FEW matches
+    assert _fast({"s": looks, "n": 0.5}) == rfc8785.dumps({"s": looks, "n": 0.5})
+    assert _fast({"s": looks, "n": [3.0]}) is None
+    assert _fast({"s": looks[:2], "n": 1e-7}) is None
+    assert canonical({"s": looks, "n": [3.0]}) == rfc8785.dumps({"s": looks, "n": [3.0]})
 
 
 def test_a_str_enum_and_subclasses_write_as_their_values():
