@@ -17,8 +17,13 @@ class BearerSessionAuthentication(BaseAuthentication):
         # A request about one Group reads the membership there with the token (one query)
         group_id = (getattr(request, "parser_context", None) or {}).get("kwargs", {}).get(
             "group_id")
+        # A command may be authenticated from the session cache: the pipeline checks the
+        # session and membership again in the Group's locked read (issue 27). Nothing
+        # else, which would not check them again, is.
+        command = request.method == "POST" and request.path_info.endswith("/commands")
         principal = authenticate_bearer(header[len("Bearer "):].strip(), timezone.now(),
-                                        group_id if isinstance(group_id, str) else None)
+                                        group_id if isinstance(group_id, str) else None,
+                                        cached=command)
         return counted(request, principal), None
 
     def authenticate_header(self, request):

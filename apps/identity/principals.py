@@ -2,6 +2,9 @@
 On the command hot path, so the lookups are single SQL statements."""
 
 import hashlib
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -25,6 +28,9 @@ class Principal:
     # (group id, roles JSON or None, epoch, {key id: public key}): the membership in the
     # Group of the request, read with the bearer token in one query (`membership`).
     prefetched: tuple | None = field(default=None, compare=False, repr=False)
+    # Read from the session cache: the session, membership and key it names are checked
+    # again in the Group's locked read (`recheck`, `confirm`) before anything is decided.
+    cached_as: str | None = field(default=None, compare=False, repr=False)  # token hash
     is_authenticated = True  # what DRF and Django ask of request.user
 
     @property
@@ -49,13 +55,61 @@ def token_hash(token: str) -> str:
     return "sha256:" + hashlib.sha256(token.encode()).hexdigest()
 
 
-def authenticate_bearer(token: str, now: datetime, group_id: str | None = None) -> Principal:
+class _SessionCache:
+    """Token hash and Group -> what `authenticate_bearer` read (a live session with a live
+    membership): process-local, bounded, for a few seconds. A command authenticated from
+    it costs no query before the lock; it is trusted for nothing: the pipeline reads the
+    session, the membership and the key again in the Group's locked read (`recheck`), so
+    a revocation is refused by the very next command (issue 27)."""
+
+    SIZE, SECONDS = 10_000, 30.0
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple):
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None or entry[0] < time.monotonic():
+            return None
+        return entry[1]
+
+    def put(self, key: tuple, row) -> None:
+        with self._lock:
+            self._entries[key] = (time.monotonic() + self.SECONDS, row)
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.SIZE:
+                self._entries.popitem(last=False)
+
+    def drop(self, token_hash_: str) -> None:
+        with self._lock:
+            for key in [k for k in self._entries if k[0] == token_hash_]:
+                del self._entries[key]
+
+
+SESSION_CACHE = _SessionCache()
+
+
+def authenticate_bearer(token: str, now: datetime, group_id: str | None = None,
+                        cached: bool = False) -> Principal:
     """The agent of a live session. With `group_id` (a request about one Group) the same
     query reads its membership there and its active keys, for `membership`: a command
-    spends one round trip on who is asking instead of two."""
+    spends one round trip on who is asking instead of two. With `cached` (a command,
+    whose pipeline checks it again under the Group lock) a session read a moment ago
+    costs no query at all."""
+    return _authenticated(token_hash(token), now, group_id, cached)
+
+
+def _authenticated(hashed: str, now: datetime, group_id: str | None,
+                   cached: bool) -> Principal:
+    if cached and group_id is not None:
+        row = SESSION_CACHE.get((hashed, group_id))
+        if row is not None and db.aware(row[2]) > now:
+            return Principal(f"agent:{row[0]}", row[1], (group_id, *row[4:]), hashed)
     if group_id is None:
         rows = db.fetch(f"SELECT agent_id, epoch, expires_at, superseded_at FROM {SESSIONS} "
-                        "WHERE token_hash = %s", [token_hash(token)])
+                        "WHERE token_hash = %s", [hashed])
     else:
         keys = (f"SELECT json_object_agg(k.key_id, k.public_key) FROM {KEYS} k "
                 "WHERE k.agent_id = s.agent_id AND k.active")
@@ -63,7 +117,7 @@ def authenticate_bearer(token: str, now: datetime, group_id: str | None = None) 
             f"SELECT s.agent_id, s.epoch, s.expires_at, s.superseded_at, m.roles, m.epoch, "
             f"({keys}) FROM {SESSIONS} s LEFT JOIN {MEMBERS} m ON m.group_id = %s "
             f"AND m.principal = 'agent:' || s.agent_id AND m.active WHERE s.token_hash = %s",
-            [group_id, token_hash(token)])
+            [group_id, hashed])
     if not rows or db.aware(rows[0][2]) <= now:
         raise ProtocolError("UNAUTHENTICATED", "the bearer token is unknown or expired")
     agent_id, epoch, _expires, superseded_at = rows[0][:4]
@@ -71,7 +125,60 @@ def authenticate_bearer(token: str, now: datetime, group_id: str | None = None) 
         raise ProtocolError("STALE_SESSION", "this session was superseded by a newer one",
                             {"sessionEpoch": epoch})
     prefetched = None if group_id is None else (group_id, *rows[0][4:])
+    if cached and group_id is not None and rows[0][4] is not None:  # a live membership
+        SESSION_CACHE.put((hashed, group_id), tuple(rows[0]))
     return Principal(f"agent:{agent_id}", epoch, prefetched)
+
+
+def recheck(group_id: str, principal: Principal, key_id: str | None) -> tuple | None:
+    """For a principal read from the session cache: the statement that reads its session,
+    its membership and its signing key as they are now, to run in the Group's locked read
+    (`confirm` judges its rows). None for any other principal: it was read just now."""
+    if principal.cached_as is None:
+        return None
+    return (f"SELECT s.epoch, s.expires_at, s.superseded_at, m.roles, m.epoch, k.active "
+            f"FROM {SESSIONS} s LEFT JOIN {MEMBERS} m ON m.group_id = %s "
+            f"AND m.principal = 'agent:' || s.agent_id AND m.active "
+            f"LEFT JOIN {KEYS} k ON k.key_id = %s AND k.agent_id = s.agent_id AND k.active "
+            "WHERE s.token_hash = %s", [group_id, key_id, principal.cached_as])
+
+
+def confirm(principal: Principal, member: Member, rows: list, key_id, now: datetime) -> None:
+    """`recheck`'s rows agree with the cached session and membership, or the command is
+    refused as it would have been without the cache (and the cache forgets the token)."""
+    if principal.cached_as is None:
+        return
+    row = rows[0] if rows else None
+    if row is not None and db.aware(row[1]) > now and row[2] is None and \
+            row[0] == principal.session_epoch and row[3] is not None and \
+            frozenset(db.from_json(row[3])) == member.roles and row[4] == member.epoch and \
+            row[5]:
+        return
+    SESSION_CACHE.drop(principal.cached_as)
+    if row is None or db.aware(row[1]) <= now:
+        raise ProtocolError("UNAUTHENTICATED", "the bearer token is unknown or expired")
+    if row[2] is not None or row[0] != principal.session_epoch:
+        raise ProtocolError("STALE_SESSION", "this session was superseded by a newer one",
+                            {"sessionEpoch": row[0]})
+    if row[3] is None:
+        raise ProtocolError("NOT_A_MEMBER", "you are not a member of this Group")
+    if row[4] != member.epoch or frozenset(db.from_json(row[3])) != member.roles:
+        raise ProtocolError("STALE_MEMBERSHIP", f"membershipEpoch must be the current {row[4]}",
+                            {"membershipEpoch": row[4]})
+    raise ProtocolError("INVALID_SIGNATURE", _refusal(None, key_id), {"keyId": key_id})
+
+
+def cached(principal: Principal) -> bool:
+    return principal.cached_as is not None
+
+
+def afresh(group_id: str, principal: Principal, now: datetime) -> Principal | None:
+    """A principal from the session cache, read again (and cached again) after a check
+    before the lock refused it: the refusal, if any, is the one a fresh read gives."""
+    if principal.cached_as is None:
+        return None
+    SESSION_CACHE.drop(principal.cached_as)
+    return _authenticated(principal.cached_as, now, group_id, True)
 
 
 def check_fresh(issued_at: str, now: datetime) -> None:

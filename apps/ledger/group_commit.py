@@ -26,6 +26,9 @@ class Pending:
     fingerprint: str
     envelope: dict
     now: object
+    principal: object = None
+    member: object = None
+    recheck: tuple | None = None  # a cached sender's statement for the locked read
     answer: object = None
     error: BaseException | None = None
     done: threading.Event = field(default_factory=threading.Event)

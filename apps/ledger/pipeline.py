@@ -78,26 +78,53 @@ def _answer(group_id: str, envelope, principal, now: datetime) -> Answer:
     envelope raise ProtocolError and are not remembered (they prove nothing about the
     id); a decision, acceptance or rejection, is remembered under the command id."""
     signed = envelopes.check_envelope(envelope, group_id)
-    member = plugged.members.membership(group_id, principal, signature_key_id(envelope))
     fingerprint = sha256_hex(signed)  # what the signature covers is the command's content
     try:
-        plugged.members.check_envelope_identity(envelope, principal, member, signed, now)
-    except ProtocolError as error:
-        # A signed retry from an earlier session, or sent late, still gets the answer
-        # its command id was given; only a new decision needs a current session.
-        prior = _prior(group_id, envelope["id"]) if error.code in STALE else None
-        if prior is None:
+        member = _identified(group_id, envelope, principal, signed, fingerprint, now)
+    except ProtocolError:
+        # A principal from the session cache is refused only on what is read now.
+        principal = plugged.members.afresh(group_id, principal, now)
+        if principal is None:
             raise
-        return _repeat(prior, fingerprint)
-    plugged.members.check_membership_epoch(member, envelope["membershipEpoch"])
+        member = _identified(group_id, envelope, principal, signed, fingerprint, now)
+    if isinstance(member, Answer):
+        return member
     command = envelopes.to_command(envelope, member.roles)
-    pending = group_commit.Pending(group_id, command, fingerprint, envelope, now)
+    pending = group_commit.Pending(group_id, command, fingerprint, envelope, now,
+                                   principal, member,
+                                   plugged.members.recheck(group_id, principal,
+                                                           signature_key_id(envelope)))
     others = plugged.facts.other_groups(command)
     # A caller's own transaction (a test, a management command) is not shared with
     # other requests' commands; nor is a command that locks other Groups too.
     if not settings.MW_GROUP_COMMIT or connection.in_atomic_block or others:
         return _alone(pending, others)
     return _committer().submit(pending)
+
+
+def _identified(group_id: str, envelope, principal, signed: bytes, fingerprint: str, now):
+    """The sender's membership, once the envelope's identity and epochs are checked; or
+    the first answer of a signed retry from an earlier session."""
+    member = plugged.members.membership(group_id, principal, signature_key_id(envelope))
+    try:
+        plugged.members.check_envelope_identity(envelope, principal, member, signed, now)
+    except ProtocolError as error:
+        # A signed retry from an earlier session, or sent late, still gets the answer
+        # its command id was given; only a new decision needs a current session.
+        prior = _prior(group_id, envelope["id"]) if error.code in STALE and \
+            not plugged.members.cached(principal) else None
+        if prior is None:
+            raise
+        return _repeat(prior, fingerprint)
+    plugged.members.check_membership_epoch(member, envelope["membershipEpoch"])
+    return member
+
+
+def _confirmed(pending, rows: list) -> None:
+    """A principal from the session cache: its session, membership and key as the locked
+    read found them must be the ones it was let in with (ProtocolError otherwise)."""
+    plugged.members.confirm(pending.principal, pending.member, rows,
+                            signature_key_id(pending.envelope), pending.now)
 
 
 def _alone(pending, others: set) -> Answer:
@@ -107,15 +134,20 @@ def _alone(pending, others: set) -> Answer:
         with db.transaction():  # BEGIN with the lock, COMMIT with the writes
             if others:
                 heads = _lock_groups(group_id, others)
+                if pending.recheck:
+                    _confirmed(pending, db.fetch(*pending.recheck))
                 view = plugged.projections.load(group_id, command)
             else:
-                # The lock and the first read in one round trip: the read runs once the
-                # lock is granted, so it sees every command decided before this one.
+                # The lock, the sender's recheck and the first read in one round trip:
+                # they run once the lock is granted, so they see every command decided,
+                # and every revocation committed, before this one.
                 asked = time.perf_counter()
-                locked, view = plugged.projections.load_after(group_id, command,
-                                                            _lock_statement(group_id))
+                ahead = [_lock_statement(group_id), *filter(None, [pending.recheck])]
+                locked, view = plugged.projections.load_after(group_id, command, ahead)
                 plugged.observer.lock_waited(time.perf_counter() - asked)
-                heads = {group_id: _locked_head(locked)}
+                heads = {group_id: _locked_head(locked[0])}
+                if pending.recheck:
+                    _confirmed(pending, locked[1])
             answer = _decide_and_write(pending, heads, view, last=True)
     except IntegrityError as error:
         return _answered_before(pending, error)
@@ -133,18 +165,25 @@ def _together(batch: list) -> None:
     try:
         # BEGIN with the locks, COMMIT with the last command's writes (if it has any)
         with db.transaction():
-            lock = _lock_many_statement(sorted({p.group_id for p in batch}))
+            # the locks, the rechecks of cached senders and the first command's reads
+            # in one round trip
+            ahead = [_lock_many_statement(sorted({p.group_id for p in batch})),
+                     *(p.recheck for p in batch if p.recheck)]
             first = batch[0]
             asked = time.perf_counter()
-            try:  # the locks and the first command's reads in one round trip
+            try:
                 locked, view = plugged.projections.load_after(first.group_id, first.command,
-                                                            lock)
+                                                            ahead)
             except ProtocolError:  # its reads are refused: lock without them
-                locked, view = db.fetch(*lock), None
+                locked, view = db.fetch_all(ahead), None
             plugged.observer.lock_waited(time.perf_counter() - asked)
-            heads = {group_id: (sequence, head_hash) for group_id, sequence, head_hash in locked}
+            heads = {group_id: (sequence, head_hash)
+                     for group_id, sequence, head_hash in locked[0]}
+            rechecked = iter(locked[1:])
             for index, pending in enumerate(batch):
                 try:
+                    if pending.recheck:
+                        _confirmed(pending, next(rechecked))
                     if pending.group_id not in heads:  # membership was checked: a race
                         raise ProtocolError("NOT_A_MEMBER", "you are not a member of this "
                                             "Group")

@@ -50,6 +50,22 @@ class Members(Protocol):
     def check_membership_epoch(self, member: Any, epoch: Any) -> None:
         """The envelope's membership epoch is the current one (raises ProtocolError)."""
 
+    def cached(self, principal: Any) -> bool:
+        """The principal was read from the session cache, not just now."""
+
+    def afresh(self, group_id: str, principal: Any, now: datetime) -> Any:
+        """A cached principal read again (ProtocolError if it no longer may ask), or
+        None for one that was not cached."""
+
+    def recheck(self, group_id: str, principal: Any, key_id: str | None) -> tuple | None:
+        """For a cached principal: the statement to run in the Group's locked read that
+        reads its session, membership and key again; None otherwise."""
+
+    def confirm(self, principal: Any, member: Any, rows: list, key_id: Any,
+                now: datetime) -> None:
+        """`recheck`'s rows agree with what the principal was let in with (raises
+        ProtocolError, as without the cache, otherwise)."""
+
 
 class Projections(Protocol):
     """The projections of the log (apps/work/work_store.py)."""
@@ -58,9 +74,9 @@ class Projections(Protocol):
         """What `decide` needs of the aggregate for `command`."""
 
     def load_after(self, group_id: str, command: Command,
-                   ahead: tuple | None) -> tuple[list, View]:
-        """`load`, after the statement `ahead` (the Group lock), in one round trip:
-        (the rows `ahead` returned, the view)."""
+                   ahead: list | None) -> tuple[list, View]:
+        """`load`, after the statements `ahead` (the Group lock, a cached sender's
+        recheck), in one round trip: ([the rows each of `ahead` returned], the view)."""
 
     def candidates(self, group_id: str, command: Command, view: View | None = None) -> dict:
         """The facts of the agents the command may place work with."""

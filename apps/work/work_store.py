@@ -50,18 +50,18 @@ def _select(table: str, kind: str, group_id: str, condition: tuple) -> tuple[str
     return f"SELECT '{kind}', doc FROM {table} WHERE group_id = %s AND {where}", [group_id, *params]
 
 
-def _fetch(view: View, *selects, ahead: tuple | None = None) -> list:
-    """Read `selects` into `view` in one statement; `ahead`, a statement run just before
-    it in the same round trip, gives its rows back (none without it)."""
+def _fetch(view: View, *selects, ahead: list | None = None) -> list:
+    """Read `selects` into `view` in one statement; `ahead`, statements run just before
+    it in the same round trip, give their rows back ([rows, ...]; none without them)."""
     wanted = [s for s in selects if not s[0].endswith("1 = 0")]
-    statements = [ahead] if ahead else []
+    statements = list(ahead or [])
     if wanted:
         statements.append((" UNION ALL ".join(sql for sql, _ in wanted),
                            [p for _, params in wanted for p in params]))
     results = db.fetch_all(statements)
     if wanted:
         _add(view, results[-1])
-    return results[0] if ahead else []
+    return results[:len(ahead or [])]
 
 
 def load(group_id: str, command: Command) -> View:
@@ -70,9 +70,10 @@ def load(group_id: str, command: Command) -> View:
     return load_after(group_id, command, None)[1]
 
 
-def load_after(group_id: str, command: Command, ahead: tuple | None) -> tuple[list, View]:
-    """`load`, with the statement `ahead` (the pipeline's Group lock) sent in the same
-    round trip as the first read and run before it: (its rows, the view)."""
+def load_after(group_id: str, command: Command, ahead: list | None) -> tuple[list, View]:
+    """`load`, with the statements `ahead` (the pipeline's Group lock, a cached sender's
+    recheck) sent in the same round trip as the first read and run before it, in order:
+    ([their rows, ...], the view)."""
     body = command.body if isinstance(command.body, dict) else {}
     view = View()
     item_ids = {command.work_item_id} if command.work_item_id else set()

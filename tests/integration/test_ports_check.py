@@ -42,7 +42,9 @@ def test_manage_py_check_fails_while_a_port_is_unplugged(monkeypatch):
 
 def test_a_part_missing_a_method_is_an_error_naming_it():
     members = types.SimpleNamespace(membership=lambda group_id, principal, key_id=None: None,
-                                    check_envelope_identity=lambda *args: None)
+                                    check_envelope_identity=lambda *args: None,
+                                    cached=lambda *args: None, afresh=lambda *args: None,
+                                    recheck=lambda *args: None, confirm=lambda *args: None)
 
     [error] = errors_of(members=members)
 
