@@ -8,10 +8,12 @@ attribute read. Never set in production: settings_production refuses it.
 The points, in the order a command passes them (apps/ledger/pipeline.py `_answer`):
 
 - `before_append`: decided and accepted, nothing written yet;
-- `after_append`: the events, the head, the projections and the command record written,
-  not committed;
-- `before_commit`: the last statement of the transaction (acceptances and recorded
-  rejections alike);
+- `after_append`: the events, the head, the projections and the command record built,
+  their pipeline not yet sent; since their COMMIT rides in the same round trip
+  (db.transaction), there is no moment when they are written but not committed, so
+  this point and the next are both reached just before that last pipeline is sent;
+- `before_commit`: the last point before COMMIT (acceptances and recorded rejections
+  alike): a kill here leaves an open transaction the server rolls back;
 - `after_commit`: committed, the answer not sent: the client never learns the outcome,
   and its retry of the same command id must get the first answer (`duplicate: true`).
   The kill runs as an on-commit hook registered at `before_commit`, so it comes after the
