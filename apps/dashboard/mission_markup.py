@@ -11,8 +11,10 @@ new key (see graph_markup)."""
 import hashlib
 import json
 from collections.abc import Callable, Iterable
+from html import escape as _escape
 from urllib.parse import quote
 
+from django.conf import settings
 from django.core.cache import cache
 from django.urls import reverse
 from django.urls.resolvers import RFC3986_SUBDELIMS
@@ -30,7 +32,16 @@ OVER = ' class="over"'
 
 
 def e(value) -> str:
-    """A value as `{{ value }}` prints it with autoescape on."""
+    """A value as `{{ value }}` prints it with autoescape on. A plain str (not SafeString,
+    which conditional_escape keeps as it is) and an int (which localize() prints as str()
+    without a thousand separator) take a shorter path to the same text: Django's escape()
+    is html.escape(str(text)), here without its lazy-string wrapper, some 65,000 calls on a
+    2,000-WorkItem page (issue 27)."""
+    kind = type(value)
+    if kind is str:
+        return _escape(value)
+    if kind is int and not settings.USE_THOUSAND_SEPARATOR:
+        return str(value)
     if isinstance(value, str):
         return conditional_escape(value)
     if value is None:

@@ -124,3 +124,18 @@ def test_the_plain_text_input_prints_what_django_prints():
         for attrs in ({}, {"id": "id_x", "required": True, "disabled": False, "maxlength": 9}):
             assert forms.PlainTextInput().render("refuse-item_0", value, attrs) == \
                 django_forms.TextInput().render("refuse-item_0", value, attrs)
+
+
+def test_the_markup_escape_prints_what_autoescape_prints():
+    """mission_markup.e's short paths (plain str, int) give conditional_escape's text."""
+    from django.utils.formats import localize
+    from django.utils.html import conditional_escape
+    from django.utils.safestring import mark_safe
+
+    from apps.dashboard.mission_markup import e
+
+    for value in ['<script>"x" & \'y\'</script>', "", "plain", 0, -12, 100000, True, None]:
+        expected = "None" if value is None else conditional_escape(
+            value if isinstance(value, str) else str(localize(value)))
+        assert e(value) == expected
+    assert e(mark_safe("<b>kept</b>")) == "<b>kept</b>"
