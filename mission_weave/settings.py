@@ -86,6 +86,8 @@ INSTALLED_APPS = [
     "apps.review",  # the Evidence review (§13.2): above work, whose WorkItems it reads
     "apps.artifacts",
     "apps.delivery",
+    "apps.notify",  # people told when something waits on them (e-mail, digest)
+    "apps.webhooks",  # a Group's events POSTed, signed, to its webhooks
     "apps.api",
     "apps.bench",
     "apps.dashboard",

@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE_ROOTS = (ROOT / "sdk" / "src", ROOT)
 
 # Bottom to top: an app may import the ones before it, never one after it.
-APP_LAYERS = ["ledger", "identity", "artifacts", "work", "review", "delivery", "api",
-              "dashboard", "operations", "bench"]
+APP_LAYERS = ["ledger", "identity", "artifacts", "work", "review", "delivery", "notify",
+              "webhooks", "api", "dashboard", "operations", "bench"]
 SHELL = frozenset({"django", "rest_framework", "drf_spectacular", "channels", "channels_redis",
                    "daphne", "celery"})
 # The project package's own modules (settings, urls, asgi, ...) are shell; these are not.
