@@ -16,13 +16,12 @@ waits on the Coordinator, and the final Approval is not in the owner's "Waiting 
 from django.db.models import Q
 
 from apps.ledger.models import ArchivedEvent, Event
+from mission_weave.core.waiting import ANSWERS, REFUSED, refusal_status
 
-REFUSED = "mission.approval_refused"
 APPROVED = "mission.approved"
 GRANTED, EXECUTION_REFUSED = "approval.execution_granted", "approval.execution_refused"
 VERIFIED, FAILED, CANCELLED = "work.verified", "work.failed", "work.cancelled"
 MISSION_ENDS = ("mission.failed", "mission.cancelled")
-ANSWERS = ("work.authorized", "work.contract_revised", "work.submitted", VERIFIED, CANCELLED)
 # Decisions only a human takes here (the MissionOwner is a human) and those a human may
 # take (a human Coordinator's acceptance, failure, cancellation).
 OWNERS = (APPROVED, REFUSED, GRANTED, EXECUTION_REFUSED)
@@ -66,19 +65,6 @@ def open_refusals(group_id: str, missions: list, items_by_mission: dict) -> set:
     return {mission_id for mission_id in refused
             if (status := refusal_status(by_mission.get(mission_id, []))) is not None
             and status["answer"] is None}
-
-
-def refusal_status(events: list) -> dict | None:
-    """{refusal, answer}: the latest `mission.approval_refused` among `events` (one
-    Mission's, in sequence order) and the first event after it that answers it (ANSWERS),
-    or None for the answer while there is none; None when the Mission was never refused."""
-    latest = None
-    for event in events:
-        if event["type"] == REFUSED:
-            latest = {"refusal": event, "answer": None}
-        elif latest is not None and latest["answer"] is None and event["type"] in ANSWERS:
-            latest["answer"] = event
-    return latest
 
 
 def human(actor: str) -> bool:
