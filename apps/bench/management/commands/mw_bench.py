@@ -76,6 +76,10 @@ class Command(BaseCommand):
                                  "(apps/bench/page_renders.py)")
         parser.add_argument("--page-items", type=int, default=200)
         parser.add_argument("--page-renders", type=int, default=20, help="per page")
+        parser.add_argument("--log-events", type=int, default=None, metavar="N",
+                            help="with --pages: instead, the Group log page of a Group of N "
+                                 "events (COPY, chained), warm and cold, p50/p95, with the "
+                                 "plans of its reads (apps/bench/log_page_renders.py)")
         parser.add_argument("--scale", action="store_true",
                             help="instead: how cost grows: lifecycle commands/s against web "
                                  "processes and against Groups, command latency against log "
@@ -248,6 +252,9 @@ class Command(BaseCommand):
     def _pages(self, options, report) -> None:
         from apps.bench import page_renders
 
+        if options["log_events"] is not None:
+            return self._log_page(options, report)
+
         if options["page_items"] < 2 * page_renders.ROW or options["page_renders"] < 1:
             raise CommandError(f"--page-items must be at least {2 * page_renders.ROW} (two rows), "
                                "--page-renders at least 1")
@@ -263,6 +270,15 @@ class Command(BaseCommand):
                          f"({page['queriesAtATenth']})")
         lines.append(f"  raw SELECT   {r['raw']['p50Ms']:>8}   of {r['raw']['rows']} rows")
         report("\n".join(lines))
+        self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
+
+    def _log_page(self, options, report) -> None:
+        from apps.bench import log_page_renders
+
+        if options["log_events"] < 1 or options["page_renders"] < 1:
+            raise CommandError("--log-events and --page-renders must be at least 1")
+        r = log_page_renders.scenario(options["log_events"], options["page_renders"], report)
+        report(log_page_renders.table(r))
         self.stdout.write(json.dumps(r, indent=None if options["json"] else 2))
 
     def _fanout(self, options, report) -> None:
