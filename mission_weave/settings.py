@@ -323,6 +323,41 @@ MW_AUTHORITY_KEY_ID = envstr("MW_AUTHORITY_KEY_ID", "")
 # Retired authority keys that still verify: "authority#<n>=<publicKey>[@<retiredAt>],...".
 MW_AUTHORITY_RETIRED_KEYS = envstr("MW_AUTHORITY_RETIRED_KEYS", "")
 
+# --- Notifications (apps/notify, docs/operations.md "Notifications") ----------------------
+# E-mail with Django's own names. With no EMAIL_HOST the mail is caught: written to files
+# under EMAIL_FILE_PATH (Django's file backend) and shown to operators at /mail/, so the
+# try-out's mail can be read without a mail server.
+EMAIL_HOST = envstr("EMAIL_HOST", "")
+EMAIL_PORT = envint("EMAIL_PORT", 25)
+EMAIL_HOST_USER = envstr("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = envstr("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = envbool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = envbool("EMAIL_USE_SSL", False)
+EMAIL_TIMEOUT = envint("EMAIL_TIMEOUT", 30)
+DEFAULT_FROM_EMAIL = envstr("DEFAULT_FROM_EMAIL", "MissionWeave <missionweave@localhost>")
+EMAIL_FILE_PATH = Path(envstr("EMAIL_FILE_PATH", str(MW_DATA_DIR / "mail")))
+EMAIL_BACKEND = envstr("EMAIL_BACKEND", "django.core.mail.backends.smtp.EmailBackend"
+                       if EMAIL_HOST else "django.core.mail.backends.filebased.EmailBackend")
+# The dashboard's address as people reach it: each mail's link to its decision starts here.
+MW_PUBLIC_URL = envstr("MW_PUBLIC_URL", "http://127.0.0.1:8000").rstrip("/")
+# A reminder when a decision still waits this long after its last mail; at most this many.
+MW_NOTIFY_REMIND_AFTER_SECONDS = envint("MW_NOTIFY_REMIND_AFTER_SECONDS", 86400)
+MW_NOTIFY_REMINDERS = envint("MW_NOTIFY_REMINDERS", 3)
+# The daily digest goes out at this hour (UTC), to those who chose it for a Group.
+MW_NOTIFY_DIGEST_HOUR = envint("MW_NOTIFY_DIGEST_HOUR", 7)
+# How often beat catches up: Groups whose log is ahead of the notifier (a hint lost with a
+# crash), mails not sent, reminders and digests due.
+MW_NOTIFY_CATCH_UP_SECONDS = envint("MW_NOTIFY_CATCH_UP_SECONDS", 30)
+# A mail a sender took this long ago without marking it sent (the sender died, or the
+# mail server failed) is sent again, with the same Message-ID; at most ATTEMPTS times.
+MW_NOTIFY_CLAIM_SECONDS = envint("MW_NOTIFY_CLAIM_SECONDS", 300)
+MW_NOTIFY_ATTEMPTS = envint("MW_NOTIFY_ATTEMPTS", 5)
+# Most events one look at a Group's log reads (one transaction).
+MW_NOTIFY_BATCH = envint("MW_NOTIFY_BATCH", 1000)
+CELERY_BEAT_SCHEDULE["notify-catch-up"] = {
+    "task": "apps.notify.tasks.catch_up", "schedule": MW_NOTIFY_CATCH_UP_SECONDS,
+    "options": {"expires": MW_NOTIFY_CATCH_UP_SECONDS}}
+
 # --- Operations (apps/operations, docs/operations.md "Metrics") ---------------------------
 # GET /metrics answers a request bearing this token (Authorization: Bearer ...) from any
 # address. Empty: no token is accepted.

@@ -3,7 +3,7 @@ from django.urls import path
 
 from apps.api.urls import IdConverter  # noqa: F401 - registers the `id` path converter
 
-from . import log_views, views
+from . import log_views, notify_views, views
 
 app_name = "dashboard"
 
@@ -16,6 +16,8 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html",
                                                 next_page="dashboard:groups"), name="login"),
     path("logout/", views.logout, name="logout"),
+    path("notifications/", notify_views.notifications, name="notifications"),
+    path("mail/", notify_views.mail, name="mail"),  # operators' (staff) caught mail
     path(f"{G}/", views.group, name="group"),
     path(f"{G}/log/", log_views.group_log, name="group_log"),
     path(f"{G}/missions/new", views.new_mission, name="new_mission"),

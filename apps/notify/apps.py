@@ -8,3 +8,10 @@ class NotifyConfig(AppConfig):
 
     name = "apps.notify"
     label = "notify"
+
+    def ready(self):
+        from apps.ledger import ports
+
+        from . import tasks
+
+        ports.subscribe(tasks.hint)  # a commit has its Group looked at, off the request
