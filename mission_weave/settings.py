@@ -218,6 +218,19 @@ MW_ARCHIVE_CHUNK = envint("MW_ARCHIVE_CHUNK", 10_000)
 # How often beat resumes reviews (§13.2) whose task was lost: Redis is a hint, and the
 # WorkItem's review says which step is missing (apps/review/tasks.py).
 MW_REVIEW_RESUME_SECONDS = envint("MW_REVIEW_RESUME_SECONDS", 60)
+# Outgoing webhooks (apps/webhooks, docs/operations.md "Webhooks"): how often beat
+# catches up webhooks behind their Group's log and deliveries whose retry was lost; the
+# send's timeout; attempts per delivery and the backoff between them (doubling from
+# BACKOFF to BACKOFF_MAX); events per fan-out transaction. ALLOW_PRIVATE: whether a
+# webhook may point at loopback, private or link-local addresses (unset: only while
+# DEBUG is on, so never in production).
+MW_WEBHOOK_CATCH_UP_SECONDS = envint("MW_WEBHOOK_CATCH_UP_SECONDS", 30)
+MW_WEBHOOK_TIMEOUT_SECONDS = envint("MW_WEBHOOK_TIMEOUT_SECONDS", 10)
+MW_WEBHOOK_MAX_ATTEMPTS = envint("MW_WEBHOOK_MAX_ATTEMPTS", 8)
+MW_WEBHOOK_BACKOFF_SECONDS = envint("MW_WEBHOOK_BACKOFF_SECONDS", 10)
+MW_WEBHOOK_BACKOFF_MAX_SECONDS = envint("MW_WEBHOOK_BACKOFF_MAX_SECONDS", 3600)
+MW_WEBHOOK_BATCH = envint("MW_WEBHOOK_BATCH", 500)
+MW_WEBHOOK_ALLOW_PRIVATE = envbool("MW_WEBHOOK_ALLOW_PRIVATE", None)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "apps.work.tasks.sweep", "schedule": MW_SWEEP_INTERVAL_SECONDS,
               # A round not started within an interval is superseded by the next one.
@@ -225,6 +238,9 @@ CELERY_BEAT_SCHEDULE = {
     "review-resume": {"task": "apps.review.tasks.resume",
                       "schedule": MW_REVIEW_RESUME_SECONDS,
                       "options": {"expires": MW_REVIEW_RESUME_SECONDS}},
+    "webhooks-catch-up": {"task": "apps.webhooks.tasks.catch_up",
+                          "schedule": MW_WEBHOOK_CATCH_UP_SECONDS,
+                          "options": {"expires": MW_WEBHOOK_CATCH_UP_SECONDS}},
     "retention": {"task": "apps.ledger.tasks.retention",
                   "schedule": MW_RETENTION_INTERVAL_SECONDS,
                   "options": {"expires": MW_RETENTION_INTERVAL_SECONDS}},

@@ -3,7 +3,7 @@ from django.urls import path
 
 from apps.api.urls import IdConverter  # noqa: F401 - registers the `id` path converter
 
-from . import log_views, notify_views, views
+from . import log_views, notify_views, views, webhook_views
 
 app_name = "dashboard"
 
@@ -44,4 +44,10 @@ urlpatterns = [
     path(f"{W}/submissions", views.submissions, name="submissions"),
     path(f"{G}/artifacts/<id:name>/", views.artifact, name="artifact"),
     path(f"{G}/artifacts/<id:name>/content", views.artifact_content, name="artifact_content"),
+    path(f"{G}/webhooks/", webhook_views.webhooks, name="webhooks"),
+    path(f"{G}/webhooks/<id:webhook_id>/", webhook_views.webhook, name="webhook"),
+    path(f"{G}/webhooks/<id:webhook_id>/remove", webhook_views.remove_webhook,
+         name="remove_webhook"),
+    path(f"{G}/webhooks/<id:webhook_id>/rotate", webhook_views.rotate_webhook,
+         name="rotate_webhook"),
 ]

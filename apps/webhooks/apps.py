@@ -7,3 +7,10 @@ class WebhooksConfig(AppConfig):
 
     name = "apps.webhooks"
     label = "webhooks"
+
+    def ready(self):
+        from apps.ledger import ports
+
+        from . import tasks
+
+        ports.subscribe(tasks.hint)  # a commit is a hint to fan its events out

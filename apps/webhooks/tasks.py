@@ -1,0 +1,186 @@
+"""Webhook deliveries as Celery tasks.
+
+    commit -> hint (this process's thread) -> fan_out_group -> send, send, ...
+    beat   -> catch_up: webhooks behind their Group's head, deliveries whose send was lost
+
+A commit tells `hint` (a `committed` subscriber, apps/ledger/ports.py), which only puts
+the Group on a queue: the request neither queries nor waits for the broker. A thread of
+the process (HINTS) sends `fan_out_group` for the Groups that have webhooks, as far as
+it knows (it re-reads that set at most every WATCHED_SECONDS; a webhook made in this
+process is known at once). `fan_out_group` makes the deliveries (outbox.fan_out) and
+sends each (`send`), which retries with backoff through Celery until delivered or
+MW_WEBHOOK_MAX_ATTEMPTS.
+
+Redis is a hint here too: a hint lost (the process died before its thread sent it,
+another process's webhook not yet known, Redis down) leaves the webhook's cursor behind
+its Group's head, and a retry lost leaves a delivery past its due time; `catch_up`
+finds both every MW_WEBHOOK_CATCH_UP_SECONDS. Every task is safe to run twice: the
+cursor and the unique delivery key make each delivery once, the claim sends it once at
+a time.
+
+Without a broker (eager Celery) the thread runs the tasks itself, one attempt per
+delivery; retries then wait for a `catch_up` (beat needs a broker)."""
+
+import atexit
+import logging
+import os
+import queue
+import threading
+import time
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db import DatabaseError, close_old_connections, connection
+from django.db.models import Q
+from django.utils import timezone
+
+from . import outbox, sending
+from .models import Delivery, Webhook
+
+log = logging.getLogger(__name__)
+
+WATCHED_SECONDS = 5.0
+FAN_OUT_ROUNDS = 20  # batches one fan_out_group takes per webhook; catch_up does the rest
+
+
+def hint(group_id: str, documents: list) -> None:
+    """After a commit (the `committed` port): never queries, never raises."""
+    HINTS.put(group_id)
+
+
+@shared_task(name="apps.webhooks.tasks.fan_out_group", ignore_result=True,
+             autoretry_for=(DatabaseError,), retry_backoff=True, max_retries=5)
+def fan_out_group(group_id: str) -> int:
+    """Make and send the deliveries of each of the Group's webhooks: how many made."""
+    return sum(_fan_out(w) for w in Webhook.objects.filter(group_id=group_id)
+               .values_list("id", flat=True))
+
+
+def _fan_out(webhook_id: str) -> int:
+    made_total = 0
+    for _ in range(FAN_OUT_ROUNDS):
+        made, more = outbox.fan_out(webhook_id, timezone.now())
+        for delivery_id in made:
+            _enqueue(send, delivery_id)
+        made_total += len(made)
+        # A fan-out that found the webhook locked returns ([], False): the holder loops
+        # here after its commit and so reads what committed meanwhile.
+        if not more:
+            break
+    return made_total
+
+
+@shared_task(bind=True, name="apps.webhooks.tasks.send", ignore_result=True,
+             max_retries=None)
+def send(self, delivery_id: str) -> str:
+    """One attempt; another after the backoff (Celery's retry with a countdown) while it
+    is neither delivered nor out of attempts. The count of attempts lives in the row,
+    so a retry that catch_up re-sends counts the same."""
+    outcome = sending.attempt(delivery_id, timezone.now())
+    if outcome.retry_in is not None and not self.request.is_eager:
+        # Eagerly Celery would run the retry at once, ignoring the countdown.
+        raise self.retry(countdown=outcome.retry_in)
+    return outcome.state
+
+
+@shared_task(name="apps.webhooks.tasks.catch_up", ignore_result=True)
+def catch_up(limit: int = 1000) -> dict:
+    """Beat: webhooks behind their Group's head are fanned out; deliveries due for a while
+    (their send or retry lost) or claimed by a worker that died are sent again."""
+    behind = outbox.behind(limit)
+    for webhook_id in behind:
+        _fan_out(webhook_id)
+    now = timezone.now()
+    late = now - timedelta(seconds=settings.MW_WEBHOOK_CATCH_UP_SECONDS)
+    stale = list(Delivery.objects.filter(Q(state="pending", next_attempt_at__lte=late)
+                                         | Q(state="sending", claimed_until__lt=now))
+                 .order_by("next_attempt_at").values_list("id", flat=True)[:limit])
+    for delivery_id in stale:
+        _enqueue(send, delivery_id)
+    return {"webhooks": len(behind), "deliveries": len(stale)}
+
+
+def _enqueue(task, *args) -> None:
+    try:
+        task.delay(*args)
+    except Exception:  # catch_up finds it again
+        log.exception("could not send %s%r; catch_up will", task.name, args)
+
+
+class Hints:
+    """One daemon thread per process: takes the Groups that committed events, sends
+    `fan_out_group` for those with webhooks, each once per round however many commits it
+    saw. What it holds when the process dies is lost and found again by catch_up; at a
+    normal exit it gets FLUSH_SECONDS."""
+
+    FLUSH_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._pid: int | None = None
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._watched: frozenset = frozenset()
+        self._read_at = 0.0
+
+    def put(self, group_id: str) -> None:
+        self._started().put(group_id)
+
+    def forget(self) -> None:
+        """Re-read which Groups have webhooks before the next hint."""
+        self._read_at = 0.0
+
+    def _started(self) -> queue.SimpleQueue:
+        # Per process: a forked child has the parent's queue but not its thread.
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._queue = queue.SimpleQueue()
+                    self._thread = threading.Thread(target=self._run, args=(self._queue,),
+                                                    name="webhook-hints", daemon=True)
+                    self._thread.start()
+                    self._pid = os.getpid()
+        return self._queue
+
+    def _run(self, work: queue.SimpleQueue) -> None:
+        while (first := work.get()) is not None:
+            groups, stop = {first}, False
+            while True:  # the hints that queued meanwhile go in the same round
+                try:
+                    more = work.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    stop = True
+                    break
+                groups.add(more)
+            try:
+                for group_id in sorted(groups & self._groups()):
+                    _enqueue(fan_out_group, group_id)
+            except Exception:  # the database away: catch_up will do it
+                log.exception("webhook hints for %s lost; catch_up will find them",
+                              sorted(groups))
+            finally:
+                # This thread's connection goes back to the pool between rounds.
+                close_old_connections()
+                connection.close()
+            if stop:
+                return
+
+    def _groups(self) -> frozenset:
+        if time.monotonic() - self._read_at > WATCHED_SECONDS:
+            self._watched = frozenset(Webhook.objects.values_list("group_id", flat=True)
+                                      .distinct())
+            self._read_at = time.monotonic()
+        return self._watched
+
+    def flush(self) -> None:
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            self._thread.join(self.FLUSH_SECONDS)
+            self._pid = None
+
+
+HINTS = Hints()
+atexit.register(HINTS.flush)

@@ -1,0 +1,391 @@
+"""Outgoing webhooks (issue 28) against a real HTTP receiver that checks each delivery's
+signature and timestamp as docs/operations.md tells a receiver to, and deduplicates by
+the delivery's id.
+
+The first test runs it all as in production: commands through the pipeline, the commit's
+hint sent to Redis by the process's thread, a real Celery worker that fans the log out
+and sends with retries and backoff. The others drive the tasks directly (eager Celery,
+or the functions), each on one property: filtering, the cursor's start, a lost send, a
+lost answer, the claim, the addresses refused, the Slack text."""
+
+import itertools
+import json
+import os
+import threading
+import time
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from apps.ledger.models import Event
+from apps.webhooks import addresses, outbox, payloads, registry, sending, signing, tasks
+from apps.webhooks.models import Attempt, Delivery, Webhook
+from mission_weave.celery import app as celery_app
+from mission_weave.protocol.errors import ProtocolError
+from tests.faults.procs import wait_until
+from tests.integration.celery_worker import celery_worker
+from tests.support import Scenario
+
+
+class Receiver:
+    """An HTTP server on 127.0.0.1 that answers `statuses` in turn (then 200), checks
+    every request's signature with `secret`, and accepts each delivery id once."""
+
+    def __init__(self, statuses=(), delay: float = 0.0):
+        self.secret = ""
+        self.statuses = list(statuses)
+        self.delay = delay
+        self.requests: list[dict] = []
+        self.accepted: dict[str, dict] = {}
+        self._lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.took(self, body)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def took(self, handler, body: bytes) -> None:
+        signed = signing.verify(self.secret, handler.headers.get(signing.SIGNATURE, ""),
+                                body, time.time())
+        delivery_id = handler.headers.get(signing.ID)
+        with self._lock:
+            self.requests.append({"id": delivery_id, "signed": signed, "body": body,
+                                  "headers": dict(handler.headers)})
+            status = self.statuses.pop(0) if self.statuses else 200
+            if signed and status == 200 and delivery_id not in self.accepted:
+                self.accepted[delivery_id] = json.loads(body)
+        if self.delay:
+            time.sleep(self.delay)
+        answer = b"ok" if status == 200 else b"not now"
+        handler.send_response(status if signed else 401)
+        handler.send_header("Content-Length", str(len(answer)))
+        handler.end_headers()
+        handler.wfile.write(answer)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver():
+    made = []
+
+    def make(statuses=(), delay: float = 0.0) -> Receiver:
+        made.append(Receiver(statuses, delay))
+        return made[-1]
+
+    yield make
+    for r in made:
+        r.close()
+
+
+@pytest.fixture
+def private_allowed(settings):
+    settings.MW_WEBHOOK_ALLOW_PRIVATE = True  # the receiver is on 127.0.0.1
+
+
+def add(s: Scenario, rec: Receiver, events=(), format_="json") -> Webhook:
+    webhook, secret = registry.create(s.world.group.id, rec.url, list(events), format_,
+                                      s.owner.principal, timezone.now())
+    rec.secret = secret
+    return webhook
+
+
+# --- as in production: a real worker, retries with backoff -----------------------------------
+
+@pytest.fixture
+def broker():
+    """Celery as in production: tasks go to Redis, not run inline."""
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = False
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
+def test_a_failing_receiver_gets_the_event_once_signed_after_two_retries(
+        transactional_db, tmp_path, receiver, private_allowed, broker):
+    if not os.environ.get("REDIS_URL"):
+        pytest.skip("needs REDIS_URL as the broker")
+    rec = receiver(statuses=[500, 500])
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    with celery_worker(tmp_path, MW_WEBHOOK_ALLOW_PRIVATE="1", MW_WEBHOOK_BACKOFF_SECONDS="1",
+                       MW_WEBHOOK_MAX_ATTEMPTS="5") as worker:
+        item_id = s.authorize()  # a command through the pipeline: its commit hints
+        s.offer(item_id)  # work.offered: not a type this webhook gets
+        wait_until(lambda: Delivery.objects.filter(webhook_id=webhook.id,
+                                                   state="delivered").exists(),
+                   40, "the delivery", process=worker, logs=[tmp_path / "celery.log"])
+
+    authorized = Event.objects.get(group_id=s.world.group.id, type="work.authorized")
+    assert [r["signed"] for r in rec.requests] == [True, True, True]
+    ids = {r["id"] for r in rec.requests}
+    assert len(ids) == 1 and list(rec.accepted) == list(ids)  # one id, accepted once
+    (delivery_id,) = ids
+    assert delivery_id == payloads.delivery_id(webhook.id, authorized.event_id)
+    document = rec.accepted[delivery_id]
+    assert document["id"] == delivery_id and document["webhookId"] == webhook.id
+    assert document["event"]["id"] == authorized.event_id
+    assert document["event"]["workItemId"] == item_id
+    assert document["event"]["hash"] == authorized.hash
+    # The same bytes each time, signed each time with the time of its attempt.
+    assert len({r["body"] for r in rec.requests}) == 1
+
+    delivery = Delivery.objects.get(id=delivery_id)
+    assert (delivery.state, delivery.attempts) == ("delivered", 3)
+    attempts = list(Attempt.objects.filter(delivery_id=delivery_id).order_by("number"))
+    assert [(a.number, a.status_code) for a in attempts] == [(1, 500), (2, 500), (3, 200)]
+    assert [a.response_excerpt for a in attempts] == ["not now", "not now", "ok"]
+    # The backoff: at least 1 s, then 2 s, between the attempts.
+    gaps = [(b.started_at - a.started_at).total_seconds() for a, b in itertools.pairwise(attempts)]
+    assert gaps[0] >= 0.9 and gaps[1] >= 1.9, gaps
+    assert Delivery.objects.filter(webhook_id=webhook.id).count() == 1
+    assert Webhook.objects.get(id=webhook.id).cursor == s.world.head
+
+
+# --- the outbox: which events, from where -----------------------------------------------------
+
+def test_a_webhook_gets_its_types_from_its_creation_on(db, receiver, private_allowed, eager):
+    rec, rec_chosen = receiver(), receiver()
+    s = Scenario()
+    before = s.world.head
+    everything = add(s, rec)
+    chosen = add(s, rec_chosen, events=["work.offered", "work.authorized"])
+    item_id = s.authorize()
+    s.offer(item_id)
+    s.accept(item_id)
+
+    for webhook in (everything, chosen):
+        tasks.fan_out_group.apply(args=[s.world.group.id])  # no commit here: no hint
+        assert Webhook.objects.get(id=webhook.id).cursor == s.world.head
+    got = {w.id: list(Delivery.objects.filter(webhook_id=w.id).order_by("sequence")
+                      .values_list("event_type", flat=True)) for w in (everything, chosen)}
+    assert got[chosen.id] == ["work.authorized", "work.offered"]
+    logged = list(Event.objects.filter(group_id=s.world.group.id, sequence__gt=before)
+                  .order_by("sequence").values_list("type", flat=True))
+    assert got[everything.id] == logged  # mission.created (before it) is not among them
+    assert "mission.created" not in logged
+    assert [json.loads(r["body"])["type"] for r in rec.requests] == logged
+    assert [json.loads(r["body"])["type"] for r in rec_chosen.requests] == got[chosen.id]
+    assert all(r["signed"] for r in rec.requests + rec_chosen.requests)
+
+    # Fanned out again: nothing new, nothing sent twice.
+    tasks.fan_out_group.apply(args=[s.world.group.id])
+    assert Delivery.objects.filter(group_id=s.world.group.id).count() == len(logged) + 2
+    assert len(rec.requests) + len(rec_chosen.requests) == len(logged) + 2
+
+
+def test_a_fan_out_takes_bounded_batches_and_says_more_is_left(db, settings, receiver,
+                                                               private_allowed):
+    settings.MW_WEBHOOK_BATCH = 2
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec)
+    s.authorize()
+    s.authorize()
+    s.authorize()
+    made, more = outbox.fan_out(webhook.id, timezone.now())
+    assert (len(made), more) == (2, True)
+    made, more = outbox.fan_out(webhook.id, timezone.now())
+    assert (len(made), more) == (1, False)
+    assert Webhook.objects.get(id=webhook.id).cursor == s.world.head
+
+
+def test_a_send_lost_after_the_commit_is_sent_by_catch_up(db, settings, receiver,
+                                                          private_allowed, eager):
+    # The crash between commit and send: the deliveries are made, nothing sends them.
+    settings.MW_WEBHOOK_CATCH_UP_SECONDS = 0
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    s.authorize()
+    made, _ = outbox.fan_out(webhook.id, timezone.now())
+    assert len(made) == 1 and rec.requests == []
+
+    assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 1}
+    assert list(rec.accepted) == made
+    # A webhook behind its Group (its hint lost): catch_up fans it out and sends.
+    s.authorize()
+    assert tasks.catch_up.apply().get() == {"webhooks": 1, "deliveries": 0}
+    assert len(rec.accepted) == 2
+    assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 0}
+
+
+def test_a_resend_after_a_lost_answer_has_the_same_id(db, settings, receiver,
+                                                      private_allowed):
+    # The receiver takes the delivery, but its 200 comes after the timeout: to the
+    # sender a failure, so it sends again; the receiver sees the id it took already.
+    settings.MW_WEBHOOK_TIMEOUT_SECONDS = 1
+    rec = receiver(delay=1.5)
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    s.authorize()
+    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+
+    first = sending.attempt(delivery_id, timezone.now())
+    assert first.state == "pending" and first.retry_in == settings.MW_WEBHOOK_BACKOFF_SECONDS
+    assert sending.attempt(delivery_id, timezone.now()).state == "skipped"  # not due yet
+    rec.delay = 0
+    later = timezone.now() + timedelta(seconds=first.retry_in)
+    assert sending.attempt(delivery_id, later).state == "delivered"
+
+    assert [r["id"] for r in rec.requests] == [delivery_id, delivery_id]
+    assert list(rec.accepted) == [delivery_id]
+    attempts = Attempt.objects.filter(delivery_id=delivery_id).order_by("number")
+    assert attempts[0].status_code is None and "Timeout" in attempts[0].error
+    assert attempts[1].status_code == 200
+
+
+def test_one_worker_sends_a_delivery_at_a_time(db, receiver, private_allowed):
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    s.authorize()
+    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    now = timezone.now()
+    # Another worker's claim, still running: this one leaves the delivery alone.
+    Delivery.objects.filter(id=delivery_id).update(
+        state="sending", claim="other", claimed_until=now + timedelta(seconds=30))
+    assert sending.attempt(delivery_id, now).state == "skipped"
+    assert rec.requests == []
+    # That worker died: once its claim has run out the delivery is taken over.
+    assert sending.attempt(delivery_id, now + timedelta(seconds=31)).state == "delivered"
+    assert len(rec.accepted) == 1
+    # The dead worker's late write changes nothing: its claim is no longer the row's.
+    assert sending._record(delivery_id, s.world.group.id, "other", 2, now, 5, 500, "",
+                           "").state == "skipped"
+    assert Delivery.objects.get(id=delivery_id).state == "delivered"
+
+
+def test_attempts_stop_at_the_limit_and_the_delivery_fails(db, settings, receiver,
+                                                           private_allowed):
+    settings.MW_WEBHOOK_MAX_ATTEMPTS = 2
+    rec = receiver(statuses=[503, 503, 503])
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    s.authorize()
+    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    assert sending.attempt(delivery_id, timezone.now()).state == "pending"
+    assert sending.attempt(delivery_id, timezone.now() + timedelta(hours=1)).state == "failed"
+    assert sending.attempt(delivery_id, timezone.now() + timedelta(hours=2)).state == "skipped"
+    assert len(rec.requests) == 2 and rec.accepted == {}
+
+
+def test_the_backoff_doubles_up_to_its_cap(settings):
+    settings.MW_WEBHOOK_BACKOFF_SECONDS, settings.MW_WEBHOOK_BACKOFF_MAX_SECONDS = 10, 60
+    assert [sending.backoff(n) for n in range(1, 6)] == [10, 20, 40, 60, 60]
+
+
+def test_a_rotated_secret_signs_beside_the_old_one(db, receiver, private_allowed):
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    old = rec.secret
+    webhook, new = registry.rotate(webhook.id, s.world.group.id, timezone.now())
+    assert new != old and webhook.secret == new
+    s.authorize()
+    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    assert sending.attempt(delivery_id, timezone.now()).state == "delivered"
+    (request,) = rec.requests
+    header = request["headers"][signing.SIGNATURE]
+    assert header.count("v1=") == 2
+    assert signing.verify(old, header, request["body"], time.time())
+    assert signing.verify(new, header, request["body"], time.time())
+
+
+# --- where a webhook may point ----------------------------------------------------------------
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8000/", "https://10.1.2.3/x",
+                                 "http://169.254.169.254/latest/meta-data/", "http://[::1]/",
+                                 "http://[::ffff:192.168.0.1]/", "http://0.0.0.0/"])
+def test_private_addresses_are_refused_unless_allowed(settings, url):
+    settings.MW_WEBHOOK_ALLOW_PRIVATE = False
+    with pytest.raises(ProtocolError) as refused:
+        addresses.check_url(url)
+    assert refused.value.code == "VALIDATION_ERROR"
+    assert "MW_WEBHOOK_ALLOW_PRIVATE" in refused.value.message
+    settings.MW_WEBHOOK_ALLOW_PRIVATE = True
+    assert addresses.check_url(url) == url
+
+
+@pytest.mark.parametrize(("url", "said"), [
+    ("ftp://example.com/", "http:// or https://"), ("javascript:alert(1)", "http://"),
+    ("https://user:pw@example.com/", "user name or password"), ("", "needs a URL"),
+    ("http:///nohost", "no host"), ("http://example.com:99999/", "cannot be read"),
+    ("http://exa mple.com/", "spaces")])
+def test_urls_a_webhook_cannot_have(url, said):
+    with pytest.raises(ProtocolError) as refused:
+        addresses.check_url(url)
+    assert said in refused.value.message
+
+
+def test_a_name_that_resolves_inside_is_refused_at_send_time(db, settings, receiver):
+    # Saved while allowed (or while its name pointed elsewhere): the send checks again.
+    settings.MW_WEBHOOK_ALLOW_PRIVATE = True
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    Webhook.objects.filter(id=webhook.id).update(url=rec.url.replace("127.0.0.1", "localhost"))
+    s.authorize()
+    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    settings.MW_WEBHOOK_ALLOW_PRIVATE = False
+    assert sending.attempt(delivery_id, timezone.now()).state == "pending"
+    (attempt,) = Attempt.objects.filter(delivery_id=delivery_id)
+    assert attempt.status_code is None and attempt.error.startswith("refused: localhost")
+    assert rec.requests == []
+
+
+def test_unknown_event_types_and_formats_are_refused(db, settings):
+    settings.MW_WEBHOOK_ALLOW_PRIVATE = True
+    s = Scenario()
+    with pytest.raises(ProtocolError) as refused:
+        registry.create(s.world.group.id, "https://example.com/", ["work.nope"], "json",
+                        "user:x", timezone.now())
+    assert "unknown event type: work.nope" in refused.value.message
+    with pytest.raises(ProtocolError) as refused:
+        registry.create(s.world.group.id, "https://example.com/", [], "xml", "user:x",
+                        timezone.now())
+    assert "json, slack" in refused.value.message
+    assert not Webhook.objects.exists()
+
+
+# --- the Slack format ---------------------------------------------------------------------------
+
+def test_the_slack_text_escapes_what_agents_wrote(db, receiver, private_allowed):
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"], format_="slack")
+    s.authorize(goal="<!channel> & <https://evil.example|click here>")
+    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    assert sending.attempt(delivery_id, timezone.now()).state == "delivered"
+    (payload,) = rec.accepted.values()
+    assert list(payload) == ["text"]
+    text = payload["text"]
+    assert "work.authorized by agent:c-" in text
+    assert "&lt;!channel&gt; &amp; &lt;https://evil.example|click here&gt;" in text
+    assert "<" not in text and ">" not in text
+
+
+def test_the_outbox_adds_nothing_to_the_command(db):
+    # The hint is all a commit does for webhooks, and it only queues the Group id.
+    sent = []
+    previous = tasks.HINTS.put
+    tasks.HINTS.put = sent.append
+    try:
+        with connection.execute_wrapper(lambda *args: pytest.fail("a query")):
+            tasks.hint("grp_x", [{"type": "work.authorized"}])
+    finally:
+        tasks.HINTS.put = previous
+    assert sent == ["grp_x"]
