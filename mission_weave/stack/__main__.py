@@ -123,7 +123,16 @@ class Stack:
         python = [sys.executable, str(ROOT / "manage.py")]
         self._step("applying migrations", [*python, "migrate", "--noinput"])
         demo = json.loads(self._step("loading the demo", [*python, "mw_demo"]))
+        if not self.env.get("EMAIL_HOST"):
+            # Mail is caught (/mail/, docs/operations.md "Notifications"): the demo's
+            # people get addresses, so their mail shows there. The password goes on stdin.
+            for who in (demo["login"], demo["coordinatorLogin"]):
+                self._step(f"giving {who['username']} an e-mail address", [
+                    *python, "mw_create_user", who["username"], "--email",
+                    f"{who['username']}@example.com", "--password-stdin"],
+                    stdin=who["password"] + "\n")
         url = f"http://127.0.0.1:{args.port}"
+        self.env.setdefault("MW_PUBLIC_URL", url)  # the links in the mail
         self._start("web", [sys.executable, "-m", "mission_weave.runtime.serve", "--port",
                             str(args.port), "--workers", str(args.web_workers)])
         self._start("celery", [sys.executable, "-m", "celery", "-A", "mission_weave.celery",
@@ -157,9 +166,10 @@ class Stack:
         write_services(self.data, urls, {s.name: s.process.pid for s in self.services},
                        owner=os.getpid())
 
-    def _step(self, what: str, command: list) -> str:
+    def _step(self, what: str, command: list, stdin: str | None = None) -> str:
         say(f"{what} ...")
-        result = subprocess.run(command, cwd=ROOT, env=self.env, capture_output=True, text=True)
+        result = subprocess.run(command, cwd=ROOT, env=self.env, capture_output=True, text=True,
+                                input=stdin)
         if result.returncode:
             raise ServiceError(f"{what} failed:\n{result.stdout}{result.stderr}")
         return result.stdout
@@ -178,12 +188,16 @@ class Stack:
 
     def _banner(self, url: str, demo: dict) -> None:
         owner, coordinator = demo["login"], demo["coordinatorLogin"]
+        mail = (f"mail is sent by {self.env['EMAIL_HOST']}" if self.env.get("EMAIL_HOST") else
+                f"the mail it sends is caught, not sent: read it at {url}/mail/ as "
+                f"{demo['admin']['username']}")
         print(f"""
   MissionWeave is running: {url}/
     sign in as {owner['username']} / {owner['password']} (the demo's MissionOwner) or
     {coordinator['username']} / {coordinator['password']} (its Coordinator, who plans Missions)
     the demo Mission moves on its own: {url}/g/{demo['groupId']}/missions/{demo['missionId']}/
     operators' admin: {url}/admin/ as {demo['admin']['username']} / {demo['admin']['password']}
+    {mail}
     API reference: {url}/api/v1/docs/
     data and logs: {self.data}/ (Celery and the databases log to {self.logs}/)
   Ctrl-C stops everything.
