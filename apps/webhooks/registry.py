@@ -96,8 +96,8 @@ def remove(webhook_id: str, group_id: str | None = None) -> Webhook:
         Attempt.objects.filter(group_id=webhook.group_id,
                                delivery_id__in=deliveries.values("id")).delete()
         deliveries.delete()
-        webhook.delete()
-    return webhook
+        Webhook.objects.filter(id=webhook.id, group_id=webhook.group_id).delete()
+    return webhook  # as it was (a Model.delete() would have cleared its id)
 
 
 def rotate(webhook_id: str, group_id: str, now) -> tuple[Webhook, str]:
