@@ -30,11 +30,29 @@ run: venv
 reset: venv
 	@$(PY) -m mission_weave.stack reset
 
+# The OpenID provider the sign-in browser test runs (tests/e2e/test_oidc_sign_in.py):
+# oidc-provider from the npm registry at its package-lock.json's versions, into
+# tests/e2e/oidc_provider/node_modules (never committed), again only when the lock changes.
+# Without npm, or when npm ci fails, it says so and the suite runs: that test then fails,
+# saying what to install.
+OIDC_PROVIDER := tests/e2e/oidc_provider
+OIDC_STAMP := $(OIDC_PROVIDER)/node_modules/.installed
+
+.PHONY: oidc-provider
+oidc-provider: $(OIDC_STAMP)
+
+$(OIDC_STAMP): $(OIDC_PROVIDER)/package.json $(OIDC_PROVIDER)/package-lock.json
+	@if ! command -v npm >/dev/null; then \
+		echo "make: no npm, so the OIDC sign-in test will fail (apt-get install nodejs npm)" >&2; \
+	elif npm ci --prefix $(OIDC_PROVIDER) --no-audit --no-fund --loglevel=error >/dev/null; then \
+		touch $@; \
+	else echo "make: npm ci in $(OIDC_PROVIDER) failed; the OIDC sign-in test will fail" >&2; fi
+
 # Test workers (pytest-xdist), each with its own PostgreSQL and Redis databases; the
 # slowest tests are listed at the end, to keep an eye on CI's 20 minutes.
 MW_TEST_WORKERS ?= 2
 
-test: venv
+test: venv $(OIDC_STAMP)
 	@$(SERVICES) && $(PY) manage.py makemigrations --check --dry-run && \
 		$(PY) -m pytest -n $(MW_TEST_WORKERS) --durations=15
 

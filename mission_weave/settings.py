@@ -171,6 +171,52 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 LOGIN_URL = "dashboard:login"
 
+# --- Sign-in with OpenID Connect (docs/operations.md "Sign-in with OpenID Connect") -------
+# mozilla-django-oidc's own setting names. Off unless OIDC_RP_CLIENT_ID is set; local
+# passwords (ModelBackend) work either way. Nothing here reads the network: the endpoints
+# are given (`manage.py mw_oidc_discover ISSUER` prints them from the provider).
+OIDC_RP_CLIENT_ID = envstr("OIDC_RP_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = envstr("OIDC_RP_CLIENT_SECRET", "")
+# The provider's issuer: the ID token's `iss` must be it, and with `sub` it names the person.
+OIDC_OP_ISSUER = envstr("OIDC_OP_ISSUER", "").rstrip("/")
+OIDC_OP_AUTHORIZATION_ENDPOINT = envstr("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+OIDC_OP_TOKEN_ENDPOINT = envstr("OIDC_OP_TOKEN_ENDPOINT", "")
+OIDC_OP_USER_ENDPOINT = envstr("OIDC_OP_USER_ENDPOINT", "")
+OIDC_OP_JWKS_ENDPOINT = envstr("OIDC_OP_JWKS_ENDPOINT", "")
+OIDC_RP_SIGN_ALGO = envstr("OIDC_RP_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = envstr("OIDC_RP_SCOPES", "openid email profile")
+# The sign-in button says "Sign in with <this>".
+OIDC_PROVIDER_NAME = envstr("OIDC_PROVIDER_NAME", "single sign-on")
+# client_secret_basic, the method every provider must support (OpenID Connect Core §9);
+# 0 sends the secret in the form body (client_secret_post).
+OIDC_TOKEN_USE_BASIC_AUTH = envbool("OIDC_TOKEN_USE_BASIC_AUTH", True)
+OIDC_USE_PKCE = envbool("OIDC_USE_PKCE", True)
+# Seconds a call to the provider (token, keys, userinfo) may take; a sign-in waits on it.
+OIDC_TIMEOUT = envint("OIDC_TIMEOUT", 10)
+OIDC_ENABLED = bool(OIDC_RP_CLIENT_ID)
+if OIDC_ENABLED:
+    _missing = [name for name in ("OIDC_RP_CLIENT_SECRET", "OIDC_OP_ISSUER",
+                                  "OIDC_OP_AUTHORIZATION_ENDPOINT", "OIDC_OP_TOKEN_ENDPOINT",
+                                  "OIDC_OP_USER_ENDPOINT", "OIDC_OP_JWKS_ENDPOINT")
+                if not globals()[name]]
+    if _missing:
+        raise ImproperlyConfigured(f"OIDC_RP_CLIENT_ID is set, so sign-in with OpenID Connect "
+                                   f"needs {', '.join(_missing)} too")
+    if OIDC_RP_SIGN_ALGO not in ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512",
+                                 "PS256", "PS384", "PS512"):
+        raise ImproperlyConfigured(f"OIDC_RP_SIGN_ALGO must name a public-key algorithm "
+                                   f"such as RS256, got {OIDC_RP_SIGN_ALGO!r}")
+    if "openid" not in OIDC_RP_SCOPES.split():
+        raise ImproperlyConfigured(f"OIDC_RP_SCOPES must include openid, got {OIDC_RP_SCOPES!r}")
+# The views and the backend (the mapping of (issuer, sub) to one user, never by e-mail).
+OIDC_AUTHENTICATE_CLASS = "apps.dashboard.sign_in.AuthenticateView"
+OIDC_CALLBACK_CLASS = "apps.dashboard.sign_in.CallbackView"
+AUTHENTICATION_BACKENDS = ["django.contrib.auth.backends.ModelBackend"]
+if OIDC_ENABLED:
+    AUTHENTICATION_BACKENDS.append("apps.identity.oidc.OidcBackend")
+LOGIN_REDIRECT_URL = "dashboard:groups"
+LOGIN_REDIRECT_URL_FAILURE = "dashboard:sign_in_refused"
+
 # Redis: channel layer and Celery broker. Without it: in-memory layer, eager tasks.
 REDIS_URL = envstr("REDIS_URL") or _stack_urls.get("REDIS_URL", "")
 if REDIS_URL:

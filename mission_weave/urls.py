@@ -21,6 +21,9 @@ urlpatterns = [
     path("favicon.ico", favicon, name="favicon"),
     path("admin/", admin.site.urls),
     path("api/v1/", include("apps.api.urls")),
+    # Sign-in with OpenID Connect: /oidc/authenticate/ and /oidc/callback/ (a 404 while
+    # OIDC_RP_CLIENT_ID is unset; apps/dashboard/sign_in.py).
+    path("oidc/", include("mozilla_django_oidc.urls")),
     path("", include("apps.dashboard.urls")),
 ]
 

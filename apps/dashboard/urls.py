@@ -1,9 +1,8 @@
-from django.contrib.auth import views as auth_views
 from django.urls import path
 
 from apps.api.urls import IdConverter  # noqa: F401 - registers the `id` path converter
 
-from . import log_views, notify_views, views, webhook_views
+from . import log_views, notify_views, sign_in, views, webhook_views
 
 app_name = "dashboard"
 
@@ -13,8 +12,8 @@ W = f"{G}/work-items/<id:item_id>"
 
 urlpatterns = [
     path("", views.groups, name="groups"),
-    path("login/", auth_views.LoginView.as_view(template_name="dashboard/login.html",
-                                                next_page="dashboard:groups"), name="login"),
+    path("login/", sign_in.SignInView.as_view(), name="login"),
+    path("login/refused/", sign_in.refused, name="sign_in_refused"),  # OIDC's, sign_in.py
     path("logout/", views.logout, name="logout"),
     path("notifications/", notify_views.notifications, name="notifications"),
     path("mail/", notify_views.mail, name="mail"),  # operators' (staff) caught mail

@@ -13,6 +13,7 @@ from django.shortcuts import redirect, render
 from django.utils import timezone
 
 from apps.api import error_responses as api_errors
+from apps.identity.models import OidcIdentity
 from mission_weave.protocol.timefmt import format_time
 
 from . import access, actions, contract_form, forms, pages
@@ -73,8 +74,12 @@ def groups(request):
     """The home page: what waits on this human ("Waiting on me"), their Missions and their
     Groups."""
     group_id, mission_id = request.GET.get("group") or None, request.GET.get("mission") or None
+    memberships = access.memberships(request.user)
+    if not memberships:  # e.g. a first OIDC sign-in: who they are, for the operator
+        return render(request, "dashboard/no_group.html",
+                      {"oidc_identity": OidcIdentity.objects.filter(user=request.user).first()})
     return render(request, "dashboard/groups.html", {
-        "memberships": access.memberships(request.user),
+        "memberships": memberships,
         "my_missions": pages.my_missions(request.user),
         "waiting": pages.inbox(request.user, timezone.now(), group_id, mission_id),
         "filter_group": group_id or "", "filter_mission": mission_id or ""})

@@ -100,3 +100,25 @@ class Presence(models.Model):
 
     def __str__(self):
         return f"{self.agent_id}: {self.status}, {self.available_slots} slots"
+
+
+class OidcIdentity(models.Model):
+    """A person who signs in through an OpenID provider (apps/identity/oidc.py): the
+    provider's (issuer, sub), the one pair OpenID Connect promises never changes nor is
+    given to anyone else, and the Django user it maps to. The e-mail and the name may
+    change at the provider; this row does not, so neither does the user (nor its
+    `user:<username>` memberships)."""
+
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)  # `sub`: at most 255 ASCII characters
+    user = models.OneToOneField("auth.User", on_delete=models.CASCADE,
+                                related_name="oidc_identity")
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["issuer", "subject"],
+                                               name="oidc_identity_once")]
+
+    def __str__(self):
+        return f"{self.subject} at {self.issuer}"
