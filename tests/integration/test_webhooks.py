@@ -15,6 +15,7 @@ import threading
 import time
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from django.db import connection
@@ -389,3 +390,28 @@ def test_the_outbox_adds_nothing_to_the_command(db):
     finally:
         tasks.HINTS.put = previous
     assert sent == ["grp_x"]
+
+
+def test_the_receiver_check_in_the_docs_accepts_a_delivery_and_refuses_a_forgery(
+        db, receiver, private_allowed):
+    text = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text()
+    section = text[text.index("**Checking a delivery.**"):]
+    start = section.index("```python\n") + len("```python\n")
+    code = section[start:section.index("```", start)]
+    namespace: dict = {}
+    exec(code, namespace)  # the snippet as an operator would copy it
+    verified = namespace["verified"]
+
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    s.authorize()
+    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    assert sending.attempt(delivery_id, timezone.now()).state == "delivered"
+    (request,) = rec.requests
+    assert verified(rec.secret, request["headers"], request["body"])
+    assert not verified("whsec_other", request["headers"], request["body"])
+    assert not verified(rec.secret, request["headers"], request["body"] + b" ")
+    stale = {**request["headers"], signing.SIGNATURE: signing.header(
+        [rec.secret], int(time.time()) - 301, request["body"])}
+    assert not verified(rec.secret, stale, request["body"])
