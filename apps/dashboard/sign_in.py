@@ -89,23 +89,25 @@ class CallbackView(oidc_views.OIDCAuthenticationCallbackView):
         return super().dispatch(request, *args, **kwargs)
 
     def get(self, request):
-        query, pending = request.GET, request.session.get("oidc_states") or {}
+        query, session = request.GET, request.session
         if query.get("error"):
+            # mozilla-django-oidc drops the state and signs out whoever was signed in.
             self.error = query["error"]
             self.refusal = "cancelled" if self.error == "access_denied" else "provider"
             log.info("OIDC sign-in: the provider answered %s", self.error[:40])
-        elif "code" not in query or "state" not in query or not pending:
-            self.refusal = "no_sign_in"
-        elif query["state"] not in pending:
-            # mozilla-django-oidc raises SuspiciousOperation (a bare 400): a forged or
-            # replayed answer. Refused, and the pending sign-ins stay as they are.
+            return super().get(request)
+        if "code" not in query or "state" not in query or "oidc_states" not in session:
+            return self.login_failure("no_sign_in")
+        if query["state"] not in session["oidc_states"]:
+            # Forged, or replayed (a used state is dropped): mozilla-django-oidc would raise
+            # SuspiciousOperation, a bare 400. The pending sign-ins stay as they are.
             log.warning("OIDC sign-in refused (state): the state is not one this session "
-                        "started")
+                        "started, or was used")
             return self.login_failure("state")
-        elif "iss" in query and query["iss"].rstrip("/") != settings.OIDC_OP_ISSUER:
+        if "iss" in query and query["iss"].rstrip("/") != settings.OIDC_OP_ISSUER:
             # RFC 9207: the answer names the provider that sent it (mix-up defence).
-            del request.session["oidc_states"][query["state"]]
-            request.session.save()
+            del session["oidc_states"][query["state"]]
+            session.save()
             return self.login_failure("issuer")
         return super().get(request)
 

@@ -113,6 +113,9 @@ class OidcIdentity(models.Model):
     subject = models.CharField(max_length=255)  # `sub`: at most 255 ASCII characters
     user = models.OneToOneField("auth.User", on_delete=models.CASCADE,
                                 related_name="oidc_identity")
+    # The verified e-mail the provider gave at the last sign-in: the user's address follows
+    # the provider's while it is still this one (one the person set here stays).
+    email = models.EmailField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
     last_sign_in_at = models.DateTimeField(null=True, blank=True)
 

@@ -18,6 +18,7 @@ The client secret and the tokens are never logged."""
 import hashlib
 import logging
 import re
+import unicodedata
 
 import jwt
 import requests
@@ -77,7 +78,9 @@ def username_for(issuer: str, subject: str, claims: dict) -> str:
         if isinstance(value, str) and value.strip():
             readable = value.split("@")[0] if claim == "email" else value
             break
-    # The principal pattern (core/schemas.py): a letter or digit first, then [A-Za-z0-9_.@+-].
+    # The principal pattern (core/schemas.py): a letter or digit first, then [A-Za-z0-9_.@+-];
+    # accents dropped rather than the letter (Zoë: zoe).
+    readable = unicodedata.normalize("NFKD", readable).encode("ascii", "ignore").decode()
     readable = re.sub(r"[^a-z0-9_.+-]+", "-", readable.lower())
     readable = re.sub(r"^[^a-z0-9]+", "", readable)[:40].rstrip("-.") or "user"
     digest = hashlib.sha256(f"{issuer}\n{subject}".encode()).hexdigest()[:8]
@@ -131,17 +134,20 @@ def _user_for(issuer: str, subject: str, claims: dict):
         user.set_unusable_password()  # signs in through the provider only
         user.save()
         OidcIdentity.objects.create(issuer=issuer, subject=subject, user=user,
-                                    last_sign_in_at=timezone.now())
+                                    email=profile["email"], last_sign_in_at=timezone.now())
         log.info("OIDC: first sign-in of %s at %s, user %s", subject, issuer, username)
         return user
-    user = identity.user
+    user, given = identity.user, profile["email"]
+    if user.email not in ("", identity.email):
+        # An address the person chose here (the Notifications page) is theirs to keep.
+        profile["email"] = user.email
     changed = [field for field, value in profile.items() if getattr(user, field) != value]
     for field in changed:
         setattr(user, field, profile[field])
     if changed:
         user.save(update_fields=changed)
-    identity.last_sign_in_at = timezone.now()
-    identity.save(update_fields=["last_sign_in_at"])
+    identity.email, identity.last_sign_in_at = given, timezone.now()
+    identity.save(update_fields=["email", "last_sign_in_at"])
     return user
 
 

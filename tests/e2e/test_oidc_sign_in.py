@@ -10,6 +10,7 @@ The provider listens on localhost and the server on 127.0.0.1: two hosts, two co
 as with a real provider. The server's port is chosen first, since its callback is the
 client's redirect URI at the provider."""
 
+import io
 import json
 import os
 import secrets
@@ -25,10 +26,10 @@ from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from playwright.sync_api import expect
 
-from apps.bench.harness import free_port, start_server, stop_server
+from apps.bench.harness import ServerProcess, free_port, start_server, stop_server
 from apps.identity import registry
 from apps.identity.models import Membership, OidcIdentity
-from tests.e2e.conftest import LiveServer, at_each_width, go, photographed, reload, submit
+from tests.e2e.conftest import at_each_width, go, photographed, reload, submit
 from tests.integration.wslive import server_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,26 +96,44 @@ def provider(tmp_path_factory):
         log.close()
 
 
+@dataclass
+class OidcServer:
+    url: str
+    process: ServerProcess
+
+    def log(self) -> str:
+        """What the server has logged so far (its stderr). Read through a file description
+        of our own: seeking the shared one would move where the server writes."""
+        return Path(f"/proc/self/fd/{self.process.log.fileno()}").read_bytes().decode(
+            errors="replace")
+
+
 @pytest.fixture(scope="module")
-def oidc_server(django_db_setup, authority_env, provider, tmp_path_factory) -> LiveServer:
-    """The server with sign-in through the provider configured as an operator would, from
-    the environment (the endpoints are the provider's discovery document's)."""
-    issuer = provider.issuer
+def oidc_server(django_db_setup, authority_env, provider, tmp_path_factory) -> OidcServer:
+    """The server with sign-in through the provider, configured as docs/operations.md tells
+    an operator: the endpoints from `mw_oidc_discover`, the rest from the environment."""
+    discovered = io.StringIO()
+    call_command("mw_oidc_discover", provider.issuer, stdout=discovered)
     data_dir = tmp_path_factory.mktemp("mw-oidc")
-    env = {**server_env(), **authority_env, "MW_SERVE_STATIC": "1",
-           "MW_DATA_DIR": str(data_dir), "MW_BLOB_ROOT": str(data_dir / "blobs"),
-           "OIDC_RP_CLIENT_ID": CLIENT_ID, "OIDC_RP_CLIENT_SECRET": provider.client_secret,
-           "OIDC_OP_ISSUER": issuer, "OIDC_OP_AUTHORIZATION_ENDPOINT": f"{issuer}/auth",
-           "OIDC_OP_TOKEN_ENDPOINT": f"{issuer}/token", "OIDC_OP_USER_ENDPOINT": f"{issuer}/me",
-           "OIDC_OP_JWKS_ENDPOINT": f"{issuer}/jwks", "OIDC_PROVIDER_NAME": PROVIDER_NAME}
+    env = {**server_env(), **authority_env, **json.loads(discovered.getvalue()),
+           "MW_SERVE_STATIC": "1", "MW_DATA_DIR": str(data_dir),
+           "MW_BLOB_ROOT": str(data_dir / "blobs"), "OIDC_RP_CLIENT_ID": CLIENT_ID,
+           "OIDC_RP_CLIENT_SECRET": provider.client_secret, "OIDC_PROVIDER_NAME": PROVIDER_NAME}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
     process = start_server(provider.rp_port, 1, env)
     try:
-        yield LiveServer(f"http://127.0.0.1:{process.port}", process.port, data_dir, env)
+        yield OidcServer(f"http://127.0.0.1:{process.port}", process)
     finally:
         stop_server(process)
-        process.log.seek(0)  # kept for a failure's post-mortem
-        (data_dir / "server.log").write_bytes(process.log.read())
+
+
+@pytest.fixture(autouse=True)
+def no_server_error(oidc_server):
+    """Whatever a test does, the server answers it without an error of its own."""
+    before = len(oidc_server.log())
+    yield
+    logged = oidc_server.log()[before:]
+    assert "Traceback" not in logged and " ERROR " not in logged, logged[-4000:]
 
 
 def sign_in_at_provider(page, base_url: str, login: str, shot) -> None:
@@ -187,6 +206,9 @@ def test_a_person_signs_in_through_the_provider_and_an_operator_grants_a_group(
     assert again.username == user.username  # the same user, the same memberships
     assert (again.email, again.last_name) == ("alice.archer@example.org", "Archer-Smith")
     assert get_user_model().objects.count() == users_before + 1
+    logged = oidc_server.log()
+    assert f"first sign-in of {ACCOUNTS['alice']['sub']}" in logged
+    assert provider.client_secret not in logged
     next(second, None)
 
 
