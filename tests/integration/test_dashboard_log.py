@@ -203,3 +203,60 @@ def test_a_cached_verdict_from_another_log_under_the_same_id_is_not_trusted(s):
 
     assert f"Hash chain verified through #{s.world.head}." in longer
     assert f"Hash chain verified through #{s.world.head}." in other_anchor
+
+
+def test_a_long_chain_is_checked_a_budget_of_events_a_view(s, monkeypatch):
+    # issue 27: a Group's first view checks at most CHAIN_BUDGET events (1M took 20 s)
+    monkeypatch.setattr(log_page, "CHAIN_BUDGET", 3)
+    head = s.world.head
+    views = [html(s) for _ in range((head + 2) // 3 + 1)]
+
+    assert "Hash chain verified through #3. <strong>#4–" in views[0]
+    assert f"#4–#{head} not checked yet" in views[0] and 'data-chain="verified"' in views[0]
+    assert "Hash chain verified through #6." in views[1]
+    assert f"Hash chain verified through #{head}." in views[-1]
+    assert "not checked yet" not in views[-1]
+
+
+def test_a_break_beyond_the_first_budget_shows_on_a_later_view(s, monkeypatch):
+    monkeypatch.setattr(log_page, "CHAIN_BUDGET", 3)
+    tamper(5, s)
+    first, second = html(s), html(s)
+
+    assert "Hash chain verified through #3." in first and 'data-chain="verified"' in first
+    assert "Hash chain broken at #5</strong>" in second and "Verified through #4 only." in second
+
+
+def test_large_data_is_not_read_on_a_page_and_is_on_the_events_own(s, monkeypatch):
+    # issue 27: a page reads an event's data only when it is stored in DATA_BOUND bytes
+    monkeypatch.setattr(log_page, "DATA_BOUND", 0)
+    page = html(s)
+    alone = html(s, "event=3")
+
+    assert shown(page) == logged(s) and "<pre>" not in page
+    assert 'KB, not read here)</summary><a href="?event=3" class="event-data">' in page
+    assert shown(alone) == [3] and "<pre>{\n" in alone
+    assert link(alone, "older") is None and shown(html(s, "event=999")) == []
+
+
+def test_the_type_options_read_from_nothing_are_the_logs_types(s):
+    cache.delete(f"mw:dashboard:types:{s.world.group.id}")
+    page = html(s)
+
+    types = sorted(set(Event.objects.filter(group_id=s.world.group.id)
+                       .values_list("type", flat=True)))
+    select = page[page.index('<select name="type">'):page.index("</select>")]
+    assert re.findall(r'<option value="([^"]+)"', select) == types
+    assert log_page.event_types(s.world.group.id, s.world.head) == types  # cached, the same
+
+
+@pytest.mark.parametrize("data", [
+    {"b": [1, 2.5, {"z": None, "a": True}], "a": {}, "é": "ü <\n\"", "l": []},
+    {"tiny": 0.00001234, "huge": 1e16, "ok": 0.0001, "big": 2**70, "neg": -(2**63)},
+    [], "text", 12,
+])
+def test_the_data_is_printed_as_json_dumps_prints_it(data):
+    import json
+
+    assert log_page.pretty(json.dumps(data)) == json.dumps(data, indent=2, ensure_ascii=False,
+                                                            sort_keys=True)
