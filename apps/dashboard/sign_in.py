@@ -92,17 +92,16 @@ class CallbackView(oidc_views.OIDCAuthenticationCallbackView):
         query, session = request.GET, request.session
         if query.get("error"):
             # mozilla-django-oidc drops the state and signs out whoever was signed in.
-            self.error = query["error"]
+            # An RFC 6749 error code, or "other": it is logged and shown, so no free text.
+            self.error = query["error"] if re.fullmatch(r"[a-z_]{1,40}", query["error"]) \
+                else "other"
             self.refusal = "cancelled" if self.error == "access_denied" else "provider"
-            log.info("OIDC sign-in: the provider answered %s", self.error[:40])
             return super().get(request)
         if "code" not in query or "state" not in query or "oidc_states" not in session:
             return self.login_failure("no_sign_in")
         if query["state"] not in session["oidc_states"]:
             # Forged, or replayed (a used state is dropped): mozilla-django-oidc would raise
             # SuspiciousOperation, a bare 400. The pending sign-ins stay as they are.
-            log.warning("OIDC sign-in refused (state): the state is not one this session "
-                        "started, or was used")
             return self.login_failure("state")
         if "iss" in query and query["iss"].rstrip("/") != settings.OIDC_OP_ISSUER:
             # RFC 9207: the answer names the provider that sent it (mix-up defence).
@@ -112,6 +111,10 @@ class CallbackView(oidc_views.OIDCAuthenticationCallbackView):
         return super().get(request)
 
     def login_failure(self, reason: str | None = None):
-        reason = reason or getattr(self.request, "oidc_refusal", None) or self.refusal
-        params = {"reason": reason, **({"error": self.error[:40]} if self.error else {})}
+        noted = getattr(self.request, "oidc_refusal", None)  # logged by the backend, with why
+        reason = reason or noted or self.refusal
+        if not noted:
+            log.warning("OIDC sign-in refused (%s)%s", reason,
+                        f": the provider answered {self.error}" if self.error else "")
+        params = {"reason": reason, **({"error": self.error} if self.error else {})}
         return HttpResponseRedirect(f"{resolve_url(self.failure_url)}?{urlencode(params)}")

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from playwright.sync_api import expect
 
 from apps.bench.harness import ServerProcess, free_port, start_server, stop_server
@@ -267,3 +267,16 @@ def test_a_sign_in_cancelled_at_the_provider_is_refused(oidc_server, provider, p
     expect(page.locator("#sign-in-refused")).to_contain_text("access_denied")
     shot(page, "refused-cancelled")
     signed_out(page, base)
+
+
+def test_mw_oidc_discover_refuses_a_document_of_another_issuer(provider):
+    # The same provider, asked by another name than its issuer's (127.0.0.1, not localhost).
+    other_name = provider.issuer.replace("//localhost:", "//127.0.0.1:")
+    printed = io.StringIO()
+
+    call_command("mw_oidc_discover", provider.issuer, "--env", stdout=printed)
+    with pytest.raises(CommandError) as refused:
+        call_command("mw_oidc_discover", other_name)
+
+    assert f"OIDC_OP_JWKS_ENDPOINT={provider.issuer}/jwks" in printed.getvalue().splitlines()
+    assert f"says its issuer is '{provider.issuer}'" in str(refused.value)
