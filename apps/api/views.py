@@ -9,12 +9,13 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.views import APIView
 
 from apps.identity import presence, principals
+from apps.ledger import envelope as envelopes
 from apps.ledger import feed, history, pipeline, signing_keys
 from apps.ledger.models import CommandRecord
 from apps.work import capability_bearer, recovery
 from apps.work import models as work_models
 from mission_weave.core import state, state_documents
-from mission_weave.protocol.canonical import domain_problem
+from mission_weave.protocol.canonical import domain_problem, loads_in_domain
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.whole import whole_number
 from mission_weave.runtime import rate_limits
@@ -26,21 +27,29 @@ from .openapi import AUTH, COMMAND_ERRORS, ONE, PAGE, errors, json_body, ref
 def read_json(request) -> dict:
     """The JSON object in the body; NaN, Infinity, non-objects and values outside what
     RFC 8785 and PostgreSQL can hold (huge integers, U+0000, lone surrogates, deep
-    nesting) are refused."""
+    nesting) are refused. Parsed by orjson where it gives what json.loads gives, and
+    walked by domain_problem only where its bytes do not already prove it within the
+    domain (canonical.loads_in_domain): the same value and the same refusals either way."""
+    max_depth = settings.MW_MAX_JSON_DEPTH
+    parsed = loads_in_domain(request.body, max_depth)
+    value, proven = parsed if parsed is not None else (_loads(request.body), False)
+    if not isinstance(value, dict):
+        raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
+    problem = None if proven else domain_problem(value, max_depth)
+    if problem is not None:
+        raise ProtocolError("VALIDATION_ERROR", f"the body at {problem[0]}: {problem[1]}",
+                            {"path": problem[0]})
+    return value
+
+
+def _loads(body: bytes):
     try:
-        value = json.loads(request.body, parse_constant=_refuse_constant)
+        return json.loads(body, parse_constant=_refuse_constant)
     except (ValueError, UnicodeDecodeError) as error:
         raise ProtocolError("VALIDATION_ERROR", f"the body is not valid JSON: {error}") from None
     except RecursionError:  # far deeper than MW_MAX_JSON_DEPTH: the parser gave up first
         raise ProtocolError("VALIDATION_ERROR", "the body is nested too deeply",
                             {"maxDepth": settings.MW_MAX_JSON_DEPTH}) from None
-    if not isinstance(value, dict):
-        raise ProtocolError("VALIDATION_ERROR", "the body must be a JSON object")
-    problem = domain_problem(value, settings.MW_MAX_JSON_DEPTH)
-    if problem is not None:
-        raise ProtocolError("VALIDATION_ERROR", f"the body at {problem[0]}: {problem[1]}",
-                            {"path": problem[0]})
-    return value
 
 
 def _refuse_constant(name):
@@ -113,7 +122,10 @@ class CommandsView(APIView):
                                "an answer that issues a capability token to the lease holder "
                                "also carries `capabilityToken: {id, token, scopes, expiresAt}`.")
     def post(self, request, group_id):
-        answer = pipeline.submit(group_id, read_json(request), principal_of(request))
+        envelope = read_json(request)
+        # read_json walked it (or proved it) within the domain: the pipeline need not again
+        with envelopes.domain_checked(envelope, settings.MW_MAX_JSON_DEPTH):
+            answer = pipeline.submit(group_id, envelope, principal_of(request))
         return JsonResponse(answer.body, status=answer.status)
 
 

@@ -1,9 +1,13 @@
 """The signed command envelope (PROTOCOL §2, §7): its schema and its parsing."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 from mission_weave.core import offline_binding
 from mission_weave.core.commands import Command
 from mission_weave.core.jsonschema_check import check, compile_schema
-from mission_weave.protocol.canonical import domain_problem, signing_bytes
+from mission_weave.protocol.canonical import MAX_DEPTH, domain_problem, signing_bytes
 from mission_weave.protocol.errors import ProtocolError
 
 KNOWN_EXTENSIONS = frozenset({offline_binding.URN})
@@ -36,11 +40,35 @@ ENVELOPE = compile_schema({
 })
 
 
+# The envelope its transport has just found within the JSON domain, and the depth it was
+# checked to: (envelope, max_depth), set by `domain_checked` around one submit.
+_CHECKED: ContextVar[tuple[object, int] | None] = ContextVar("mw_domain_checked", default=None)
+
+
+@contextmanager
+def domain_checked(envelope: object, max_depth: int) -> Iterator[None]:
+    """Within it, `check_envelope(envelope, ...)` does not walk `envelope` for the JSON
+    domain again: its transport did, and found domain_problem(envelope, max_depth) None
+    (HTTP's read_json, the WebSocket's frame one level up). Only that very object, and
+    only when max_depth is within MAX_DEPTH, so the refusals stay those of the walk."""
+    token = _CHECKED.set((envelope, max_depth))
+    try:
+        yield
+    finally:
+        _CHECKED.reset(token)
+
+
+def _walked(envelope: object) -> bool:
+    checked = _CHECKED.get()
+    return checked is not None and checked[0] is envelope and checked[1] <= MAX_DEPTH
+
+
 def check_envelope(envelope, group_id: str) -> bytes:
     """Check the envelope's shape; return the bytes its signature covers (RFC 8785)."""
     if not isinstance(envelope, dict):
         raise ProtocolError("VALIDATION_ERROR", "the command must be a JSON object")
-    problem = domain_problem(envelope)  # any transport: it is hashed, signed and stored
+    # Any transport: it is hashed, signed and stored. Once is enough (domain_checked).
+    problem = None if _walked(envelope) else domain_problem(envelope)
     if problem is not None:
         raise ProtocolError("VALIDATION_ERROR", f"command envelope: {problem[0]}: {problem[1]}",
                             {"path": problem[0]})
