@@ -367,6 +367,7 @@ def api_request(cast: Cast, actor: Actor | None, route: str, method: str,
 DASHBOARD = {
     "groups": ("GET", None, None, None),
     "login": ("GET", None, None, None),
+    "sign_in_refused": ("GET", None, None, None),  # where a refused OIDC sign-in lands
     "logout": ("POST", None, None, None),
     "group": ("GET", "", None, None),
     "group_log": ("GET", "log/", None, None),
@@ -430,7 +431,8 @@ def dashboard_path(cast: Cast, name: str, target: str) -> tuple[str, str, dict |
     method, below, data, _ = DASHBOARD[name]
     if below is None:
         paths = {"groups": f"/?group={cast.other.group.id}&mission={cast.mb.mission_id}",
-                 "login": "/login/", "logout": "/logout/"}
+                 "login": "/login/", "logout": "/logout/",
+                 "sign_in_refused": "/login/refused/?reason=state"}
         return method, paths[name], data
     s = stage_of(cast, target)
     ids = {"mission": s.mission_id, "proposal": s.proposal_id, "artifact": s.artifact,
@@ -446,6 +448,8 @@ def expect_dashboard(cast: Cast, actor: Actor | None, name: str, target: str) ->
     _method, _below, _data, command_type = DASHBOARD[name]
     if name == "login":
         return OK
+    if name == "sign_in_refused":
+        return (403, None)  # the same words for anyone, signed in or not
     if name == "logout":
         return (302, None)
     human = actor is not None and actor.key is None
