@@ -10,7 +10,15 @@ from apps.ledger.models import Group
 from mission_weave.protocol.errors import ProtocolError
 
 from . import registry
-from .models import Agent, AgentKey, AgentSession, Membership, Presence, SessionNonce
+from .models import (
+    Agent,
+    AgentKey,
+    AgentSession,
+    Membership,
+    OidcIdentity,
+    Presence,
+    SessionNonce,
+)
 
 
 class RegistryForm(forms.ModelForm):
@@ -178,3 +186,14 @@ class PresenceAdmin(ReadOnlyModelAdmin):
     list_filter = ("status",)
     search_fields = ("agent__id",)
     ordering = ("agent_id",)
+
+
+@admin.register(OidcIdentity)
+class OidcIdentityAdmin(ReadOnlyModelAdmin):
+    """Who signed in through the OpenID provider as which user (apps/identity/oidc.py makes
+    these at a first sign-in). Read-only: relinking a (issuer, sub) to another user would
+    hand that user's Groups to whoever signs in as it."""
+
+    list_display = ("subject", "user", "email", "issuer", "created_at", "last_sign_in_at")
+    search_fields = ("=subject", "user__username", "email")
+    ordering = ("-id",)

@@ -16,7 +16,7 @@ from django.utils.html import escape
 from apps.artifacts.models import Artifact, ArtifactEdge, Blob, BlobUpload, ContextPackage
 from apps.delivery import cursors
 from apps.delivery.models import Cursor
-from apps.identity import presence
+from apps.identity import oidc, presence
 from apps.identity.models import Agent, AgentKey, AgentSession, Membership, Presence, SessionNonce
 from apps.identity.principals import Principal
 from apps.ledger import archive, publish, snapshots
@@ -67,6 +67,7 @@ def busy(scenario):
     presence.report(s.w1.name, {"availableSlots": 1, "status": "available"}, now())
     cursors.acknowledge(Principal(s.w1.principal), [(s.world.group.id, 1)])
     archive.archive_through(snapshots.take(s.world.group.id, sequence=2))
+    oidc.user_for("https://sso.example.com", "sub-1", {"email": "ann@example.com"})
     return s
 
 
