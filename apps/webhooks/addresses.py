@@ -30,6 +30,10 @@ class Target:
     address: str
 
 
+class Unresolved(ProtocolError):
+    """The host name has no address (now)."""
+
+
 def allow_private() -> bool:
     """MW_WEBHOOK_ALLOW_PRIVATE, or, unset, DEBUG (so never under the production
     settings, which turn DEBUG off)."""
@@ -73,6 +77,16 @@ def check_url(url: str) -> str:
     return url
 
 
+def check_destination(url: str) -> None:
+    """At save time: a name that resolves inside the server's networks now is refused at
+    once (VALIDATION_ERROR), rather than at every send. One that does not resolve yet is
+    let through; the send checks again either way."""
+    try:
+        resolve(url)
+    except Unresolved:
+        pass
+
+
 def resolve(url: str) -> Target:
     """Where to send now: the first address the host resolves to, each of them checked
     (one private address refuses the URL, so that a name cannot mix a public address
@@ -84,10 +98,10 @@ def resolve(url: str) -> Target:
     try:
         found = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as error:
-        raise invalid(f"cannot resolve {host}: {error}") from None
+        raise Unresolved("VALIDATION_ERROR", f"cannot resolve {host}: {error}") from None
     addresses = [ipaddress.ip_address(str(info[4][0]).split("%", 1)[0]) for info in found]
     if not addresses:
-        raise invalid(f"{host} resolves to no address")
+        raise Unresolved("VALIDATION_ERROR", f"{host} resolves to no address")
     if not allow_private():
         refused = [str(a) for a in addresses if _private(a)]
         if refused:

@@ -43,6 +43,7 @@ def create(group_id: str, url: str, event_types, format_: str, created_by: str,
     """(the webhook, its secret). It starts at the Group's head: what happens from now."""
     url = addresses.check_url(url)
     types, format_ = check_types(event_types), check_format(format_)
+    addresses.check_destination(url)
     # The head as committed now: an event still being appended gets a higher sequence,
     # so it comes after the cursor and is delivered; nothing needs the Group's lock.
     group = Group.objects.filter(id=group_id).first()

@@ -156,6 +156,27 @@ def test_a_failing_receiver_gets_the_event_once_signed_after_two_retries(
     assert Webhook.objects.get(id=webhook.id).cursor == s.world.head
 
 
+def test_a_hint_lost_with_its_process_is_delivered_by_beats_catch_up(
+        transactional_db, tmp_path, receiver, private_allowed, broker, monkeypatch):
+    if not os.environ.get("REDIS_URL"):
+        pytest.skip("needs REDIS_URL as the broker")
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    # The web process dies after the commit, before its thread sends the hint.
+    monkeypatch.setattr(tasks.HINTS, "put", lambda group_id: None)
+    item_id = s.authorize()
+    assert Webhook.objects.get(id=webhook.id).cursor < s.world.head
+    with celery_worker(tmp_path, "--beat", MW_WEBHOOK_ALLOW_PRIVATE="1",
+                       MW_WEBHOOK_CATCH_UP_SECONDS="1") as worker:
+        wait_until(lambda: rec.accepted, 40, "the delivery", process=worker,
+                   logs=[tmp_path / "celery.log"])
+    (document,) = rec.accepted.values()
+    assert document["event"]["type"] == "work.authorized"
+    assert document["event"]["workItemId"] == item_id
+    assert len(rec.requests) == 1
+
+
 # --- the outbox: which events, from where -----------------------------------------------------
 
 def test_a_webhook_gets_its_types_from_its_creation_on(db, receiver, private_allowed, eager):
@@ -346,6 +367,19 @@ def test_a_name_that_resolves_inside_is_refused_at_send_time(db, settings, recei
     (attempt,) = Attempt.objects.filter(delivery_id=delivery_id)
     assert attempt.status_code is None and attempt.error.startswith("refused: localhost")
     assert rec.requests == []
+
+
+def test_a_name_that_resolves_inside_is_refused_when_saved(db, settings):
+    settings.MW_WEBHOOK_ALLOW_PRIVATE = False
+    s = Scenario()
+    with pytest.raises(ProtocolError) as refused:
+        registry.create(s.world.group.id, "http://localhost:8000/hook", [], "json", "user:x",
+                        timezone.now())
+    assert "localhost resolves to 127.0.0.1" in refused.value.message
+    # A name that does not resolve (yet) is kept: the send checks it again.
+    webhook, _ = registry.create(s.world.group.id, "https://hooks.invalid/x", [], "json",
+                                 "user:x", timezone.now())
+    assert list(Webhook.objects.filter(group_id=s.world.group.id)) == [webhook]
 
 
 def test_unknown_event_types_and_formats_are_refused(db, settings):
