@@ -52,7 +52,9 @@ class Refused(SuspiciousOperation):
 def checked_claims(payload: dict, issuer: str, client_id: str) -> str:
     """The ID token's `sub`, once its issuer and audience are this provider and this client
     (OpenID Connect Core §3.1.3.7; its signature, expiry and nonce are already checked)."""
-    if payload.get("iss") != issuer:
+    # Compared without a trailing "/", which OIDC_OP_ISSUER drops (Auth0's issuers end in one).
+    iss = payload.get("iss")
+    if not isinstance(iss, str) or iss.rstrip("/") != issuer.rstrip("/"):
         raise Refused(TOKEN, f"ID token issuer {payload.get('iss')!r} is not {issuer!r}")
     audience = payload.get("aud")
     audiences = [audience] if isinstance(audience, str) else audience

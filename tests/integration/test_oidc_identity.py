@@ -86,13 +86,14 @@ def test_an_unverified_email_is_not_kept_and_one_set_here_stays():
 
 def test_the_id_token_must_be_this_providers_for_this_client():
     good = {"iss": ISSUER, "aud": "mw", "exp": 1, "sub": "42"}
-    bad = [{**good, "iss": OTHER}, {**good, "aud": "another-client"},
+    bad = [{**good, "iss": OTHER}, {**good, "iss": None}, {**good, "aud": "another-client"},
            {**good, "aud": ["mw", "another-client"]},
            {key: value for key, value in good.items() if key != "exp"},
            {**good, "sub": ""}, {**good, "sub": "x" * 256}, {**good, "sub": 42}]
 
     assert checked_claims(good, ISSUER, "mw") == "42"
     assert checked_claims({**good, "aud": ["mw", "api"], "azp": "mw"}, ISSUER, "mw") == "42"
+    assert checked_claims({**good, "iss": f"{ISSUER}/"}, ISSUER, "mw") == "42"
     for payload in bad:
         with pytest.raises(Refused) as refused:
             checked_claims(payload, ISSUER, "mw")
