@@ -3,8 +3,8 @@ comes next (delivered on a 2xx; else another attempt after a backoff, or failed 
 MW_WEBHOOK_MAX_ATTEMPTS).
 
 The claim is a compare-and-set on the delivery's row, so two workers never send it at
-once; it holds for the send's timeout and a margin, after which a worker that died
-mid-send is taken over (beat's catch_up re-sends it). The POST runs outside any
+once; it holds for claim_seconds(), after which a worker that died mid-send is taken
+over (beat's catch_up re-sends it). The POST runs outside any
 transaction. A receiver may still see a delivery twice (its 2xx lost on the way back,
 or a worker killed between the answer and the write): it has the same id each time,
 MissionWeave-Webhook-Id, to deduplicate on."""
@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 
 DELIVERIES, ATTEMPTS = Delivery._meta.db_table, Attempt._meta.db_table
 EXCERPT = 500  # bytes of a response body kept with an attempt
-CLAIM_MARGIN = timedelta(seconds=30)
 USER_AGENT = "MissionWeave-Webhooks/1"
 
 
@@ -36,6 +35,13 @@ USER_AGENT = "MissionWeave-Webhooks/1"
 class Outcome:
     state: str  # delivered | pending | failed | skipped (not claimed: done, taken, gone, not due)
     retry_in: float | None = None  # seconds until the next attempt, when pending
+
+
+def claim_seconds() -> int:
+    """How long a claim holds: connecting, sending and reading the answer each have the
+    timeout, and a margin. A worker still sending after it may be overtaken by another
+    (the receiver then sees the id twice); one that died is overtaken after it."""
+    return 3 * settings.MW_WEBHOOK_TIMEOUT_SECONDS + 5
 
 
 def backoff(attempts: int) -> float:
@@ -46,7 +52,7 @@ def backoff(attempts: int) -> float:
 
 def attempt(delivery_id: str, now) -> Outcome:
     claim = uuid.uuid4().hex
-    until = now + timedelta(seconds=settings.MW_WEBHOOK_TIMEOUT_SECONDS) + CLAIM_MARGIN
+    until = now + timedelta(seconds=claim_seconds())
     with connection.cursor() as cursor:
         # Due (a second early: Celery's countdown and this clock are the same host's), or
         # claimed by a worker whose claim ran out.

@@ -11,6 +11,7 @@ lost answer, the claim, the addresses refused, the Slack text."""
 import itertools
 import json
 import os
+import signal
 import threading
 import time
 from datetime import timedelta
@@ -26,7 +27,7 @@ from apps.webhooks import addresses, outbox, payloads, registry, sending, signin
 from apps.webhooks.models import Attempt, Delivery, Webhook
 from mission_weave.celery import app as celery_app
 from mission_weave.protocol.errors import ProtocolError
-from tests.faults.procs import wait_until
+from tests.faults.procs import signal_group, tail, wait_until
 from tests.integration.celery_worker import celery_worker
 from tests.support import Scenario
 
@@ -41,6 +42,7 @@ class Receiver:
         self.delay = delay
         self.requests: list[dict] = []
         self.accepted: dict[str, dict] = {}
+        self.arrived = threading.Event()
         self._lock = threading.Lock()
         receiver = self
 
@@ -66,13 +68,17 @@ class Receiver:
             status = self.statuses.pop(0) if self.statuses else 200
             if signed and status == 200 and delivery_id not in self.accepted:
                 self.accepted[delivery_id] = json.loads(body)
+        self.arrived.set()
         if self.delay:
             time.sleep(self.delay)
         answer = b"ok" if status == 200 else b"not now"
-        handler.send_response(status if signed else 401)
-        handler.send_header("Content-Length", str(len(answer)))
-        handler.end_headers()
-        handler.wfile.write(answer)
+        try:
+            handler.send_response(status if signed else 401)
+            handler.send_header("Content-Length", str(len(answer)))
+            handler.end_headers()
+            handler.wfile.write(answer)
+        except OSError:  # the sender is gone (killed): its answer is lost
+            pass
 
     def close(self) -> None:
         self.server.shutdown()
@@ -175,6 +181,39 @@ def test_a_hint_lost_with_its_process_is_delivered_by_beats_catch_up(
     assert document["event"]["type"] == "work.authorized"
     assert document["event"]["workItemId"] == item_id
     assert len(rec.requests) == 1
+
+
+@pytest.mark.slow
+def test_a_worker_killed_mid_send_is_overtaken_and_the_resend_has_the_same_id(
+        transactional_db, tmp_path, receiver, private_allowed, broker, settings):
+    # The receiver stores the delivery, but the worker is killed before its answer
+    # arrives: the claim runs out, catch_up sends again, the receiver sees the same id.
+    if not os.environ.get("REDIS_URL"):
+        pytest.skip("needs REDIS_URL as the broker")
+    settings.MW_WEBHOOK_TIMEOUT_SECONDS = 2
+    rec = receiver(delay=1.5)
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    with celery_worker(tmp_path, MW_WEBHOOK_ALLOW_PRIVATE="1",
+                       MW_WEBHOOK_TIMEOUT_SECONDS="2") as worker:
+        s.authorize()
+        assert rec.arrived.wait(40), tail(tmp_path / "celery.log")
+        signal_group(worker, signal.SIGKILL)
+        worker.wait(10)
+    (delivery,) = Delivery.objects.filter(webhook_id=webhook.id)
+    assert (delivery.state, delivery.attempts) == ("sending", 0)  # claimed, never recorded
+    assert list(rec.accepted) == [delivery.id]
+
+    rec.delay = 0
+    celery_app.conf.task_always_eager = True  # the next beat's catch_up, here
+    assert tasks.catch_up.apply().get()["deliveries"] == 0  # the claim still holds
+    wait_until(lambda: Delivery.objects.get(id=delivery.id).claimed_until < timezone.now(),
+               sending.claim_seconds() + 5, "the claim to run out")
+    assert tasks.catch_up.apply().get()["deliveries"] == 1
+    delivery.refresh_from_db()
+    assert (delivery.state, delivery.attempts) == ("delivered", 1)
+    assert [r["id"] for r in rec.requests] == [delivery.id, delivery.id]
+    assert list(rec.accepted) == [delivery.id]  # once
 
 
 # --- the outbox: which events, from where -----------------------------------------------------
