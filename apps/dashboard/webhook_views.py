@@ -12,13 +12,12 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
-from django.views.decorators.http import require_POST
 
 from apps.webhooks import registry
 from apps.webhooks.models import Attempt, Delivery
 from mission_weave.protocol.errors import ProtocolError
 
-from .views import _render, forbidden, member_page, not_found
+from .views import _render, forbidden, member_page, not_found, post_action
 
 SHOWN_ONCE = "mw-webhook-secret"  # session key: {webhook id: secret}, popped when shown
 DELIVERIES_SHOWN = 50
@@ -51,6 +50,9 @@ def manager_page(view):
         return view(request, viewer, *args, **kwargs)
     checked.__name__ = view.__name__
     return checked
+
+
+on_webhook = post_action("dashboard:webhook")  # a GET of an action: to the webhook's page
 
 
 @manager_page
@@ -104,7 +106,7 @@ def webhook(request, viewer, webhook_id):
         "shown": DELIVERIES_SHOWN})
 
 
-@require_POST
+@on_webhook
 @manager_page
 def remove_webhook(request, viewer, webhook_id):
     try:
@@ -115,7 +117,7 @@ def remove_webhook(request, viewer, webhook_id):
     return redirect("dashboard:webhooks", viewer.group_id)
 
 
-@require_POST
+@on_webhook
 @manager_page
 def rotate_webhook(request, viewer, webhook_id):
     try:

@@ -3,8 +3,10 @@ the page of a refused POST is rendered, so the browser's refresh, or a link to i
 it: that GET is sent to the page the action belongs to, and changes nothing."""
 
 from django.urls import reverse
+from django.utils import timezone
 
 from apps.dashboard.urls import urlpatterns
+from apps.webhooks import registry
 from tests.integration.artifact_helpers import published
 from tests.support import contract
 
@@ -21,12 +23,16 @@ def test_a_get_of_any_dashboard_url_is_never_405_and_an_action_goes_to_its_page(
     proposal = s.w2.ok("work.propose", {"missionId": s.mission_id,
                                         "contract": contract()})[0]["data"]["proposalId"]
     g = s.world.group.id
+    webhook, _ = registry.create(g, "https://hooks.example.com/mw", [], "json",
+                                 s.owner.principal, timezone.now())
     ids = {"group_id": g, "mission_id": s.mission_id, "item_id": item_id,
-           "proposal_id": proposal, "name": artifact}
+           "proposal_id": proposal, "name": artifact, "webhook_id": webhook.id}
     pages = {**{name: reverse("dashboard:work_item", args=[g, item_id])
                 for name in ITEM_ACTIONS},
              **{name: reverse("dashboard:mission", args=[g, s.mission_id])
                 for name in MISSION_ACTIONS},
+             **{name: reverse("dashboard:webhook", args=[g, webhook.id])
+                for name in ("remove_webhook", "rotate_webhook")},
              "logout": reverse("dashboard:groups")}
     head = s.world.head
 
