@@ -91,10 +91,10 @@ def post(webhook: Webhook, delivery_id: str, body: bytes, now) -> tuple:
                signing.ID: delivery_id, signing.TIMESTAMP: str(timestamp),
                signing.SIGNATURE: signing.header(keys, timestamp, body),
                "Host": _host_header(target)}
-    # Connect to the address that was checked, naming the host for HTTP and TLS.
-    url = httpx.URL(webhook.url).copy_with(host=target.address)
     extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
     try:
+        # Connect to the address that was checked, naming the host for HTTP and TLS.
+        url = httpx.URL(webhook.url).copy_with(host=target.address)
         with httpx.Client(timeout=settings.MW_WEBHOOK_TIMEOUT_SECONDS,
                           follow_redirects=False, trust_env=False) as client, \
                 client.stream("POST", url, content=body, headers=headers,
@@ -105,7 +105,9 @@ def post(webhook: Webhook, delivery_id: str, body: bytes, now) -> tuple:
                 if len(excerpt) >= EXCERPT:
                     break
             return response.status_code, "", excerpt[:EXCERPT].decode("utf-8", "replace")
-    except httpx.HTTPError as failure:
+    except Exception as failure:
+        # Any failure is this attempt's, logged with it: raising would leave the delivery
+        # claimed, to be taken over and fail the same way without a trace.
         return None, f"{type(failure).__name__}: {failure}"[:500], ""
 
 

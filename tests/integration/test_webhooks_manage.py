@@ -85,6 +85,23 @@ def test_a_refused_url_is_said_and_changes_nothing(scenario):
     assert not Webhook.objects.filter(group_id=s.world.group.id).exists()
 
 
+ODD = ["", " ", "x" * 100_000, "é" * 5000, "http://é.com/", "https://" + "a" * 300 + ".com/",
+       "http://[::1", "http://x:abc/", "http://x:0/", "https://\u202eexample.com/",
+       "<script>alert(1)</script>", "http://0x7f000001/", "http://2130706433/",
+       "https://[fe80::1%25eth0]/", "http://hooks.example.com/\x00", "//hooks.example.com/"]
+
+
+@pytest.mark.parametrize("url", ODD)
+def test_no_url_breaks_the_form(scenario, url):
+    s = scenario
+    response = add(s.owner, s, url=url, events=["work.offered", "no.such", ""])
+    assert response.status_code in (302, 400), (url, response.status_code)
+    response = add(s.owner, s, url=url)
+    assert response.status_code in (302, 400), (url, response.status_code)
+    made = Webhook.objects.filter(group_id=s.world.group.id)
+    assert all(not w.url.startswith(("http://0x", "http://2130", "https://[fe80")) for w in made)
+
+
 def test_a_coordinator_manages_them_too_and_sees_the_attempts(scenario):
     s = scenario
     human = s.world.human("hc-" + s.world.group.slug, roles=("coordinator",))
