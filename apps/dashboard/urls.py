@@ -49,4 +49,6 @@ urlpatterns = [
          name="remove_webhook"),
     path(f"{G}/webhooks/<id:webhook_id>/rotate", webhook_views.rotate_webhook,
          name="rotate_webhook"),
+    path(f"{G}/webhooks/<id:webhook_id>/send-again", webhook_views.send_again,
+         name="send_again"),
 ]

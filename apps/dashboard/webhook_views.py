@@ -119,6 +119,20 @@ def remove_webhook(request, viewer, webhook_id):
 
 @on_webhook
 @manager_page
+def send_again(request, viewer, webhook_id):
+    """One more attempt of a `failed` delivery (the form's `delivery` field)."""
+    try:
+        delivery = registry.send_again(webhook_id, viewer.group_id,
+                                       request.POST.get("delivery", ""), timezone.now())
+    except ProtocolError:
+        return not_found(request)
+    messages.success(request, f"Delivery {delivery.id} (#{delivery.sequence}) will be sent "
+                              f"again now.")
+    return redirect("dashboard:webhook", viewer.group_id, webhook_id)
+
+
+@on_webhook
+@manager_page
 def rotate_webhook(request, viewer, webhook_id):
     try:
         hook, secret = registry.rotate(webhook_id, viewer.group_id, timezone.now())

@@ -101,6 +101,19 @@ def remove(webhook_id: str, group_id: str | None = None) -> Webhook:
     return webhook  # as it was (a Model.delete() would have cleared its id)
 
 
+def send_again(webhook_id: str, group_id: str, delivery_id: str, now) -> Delivery:
+    """A `failed` delivery gets one more attempt, now (a person's retry, once the receiver
+    is back): pending and due; its attempts stay logged and counted, so a failure of this
+    one leaves it `failed` again."""
+    changed = Delivery.objects.filter(id=delivery_id, group_id=group_id, webhook_id=webhook_id,
+                                      state="failed").update(state="pending",
+                                                             next_attempt_at=now)
+    if not changed:
+        raise ProtocolError("NOT_FOUND", f"no failed delivery {delivery_id} of {webhook_id}")
+    tasks.send_soon(delivery_id)
+    return Delivery.objects.get(id=delivery_id, group_id=group_id)
+
+
 def rotate(webhook_id: str, group_id: str, now) -> tuple[Webhook, str]:
     """A new secret, returned once; the old one still signs for ROTATION_OVERLAP (each
     delivery then carries both signatures), so a receiver can switch without a gap."""

@@ -101,6 +101,11 @@ def catch_up(limit: int = 1000) -> dict:
     return {"webhooks": len(behind), "deliveries": len(stale)}
 
 
+def send_soon(delivery_id: str) -> None:
+    """A delivery made due outside the fan-out (a person's "Send again")."""
+    _enqueue(send, delivery_id)
+
+
 def _enqueue(task, *args) -> None:
     try:
         task.delay(*args)

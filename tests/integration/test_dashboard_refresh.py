@@ -32,7 +32,7 @@ def test_a_get_of_any_dashboard_url_is_never_405_and_an_action_goes_to_its_page(
              **{name: reverse("dashboard:mission", args=[g, s.mission_id])
                 for name in MISSION_ACTIONS},
              **{name: reverse("dashboard:webhook", args=[g, webhook.id])
-                for name in ("remove_webhook", "rotate_webhook")},
+                for name in ("remove_webhook", "rotate_webhook", "send_again")},
              "logout": reverse("dashboard:groups")}
     head = s.world.head
 

@@ -330,10 +330,10 @@ def test_one_worker_sends_a_delivery_at_a_time(db, receiver, private_allowed):
     assert Delivery.objects.get(id=delivery_id).state == "delivered"
 
 
-def test_attempts_stop_at_the_limit_and_the_delivery_fails(db, settings, receiver,
-                                                           private_allowed):
+def test_attempts_stop_at_the_limit_and_the_delivery_fails_until_sent_again(
+        db, settings, receiver, private_allowed, eager):
     settings.MW_WEBHOOK_MAX_ATTEMPTS = 2
-    rec = receiver(statuses=[503, 503, 503])
+    rec = receiver(statuses=[503, 503])
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
     s.authorize()
@@ -342,6 +342,19 @@ def test_attempts_stop_at_the_limit_and_the_delivery_fails(db, settings, receive
     assert sending.attempt(delivery_id, timezone.now() + timedelta(hours=1)).state == "failed"
     assert sending.attempt(delivery_id, timezone.now() + timedelta(hours=2)).state == "skipped"
     assert len(rec.requests) == 2 and rec.accepted == {}
+
+    # The receiver is back; a person sends it again from the webhook's page: one attempt.
+    page = s.owner.client.get(f"/g/{s.world.group.id}/webhooks/{webhook.id}/")
+    assert "Send again" in page.content.decode()
+    again = s.owner.client.post(f"/g/{s.world.group.id}/webhooks/{webhook.id}/send-again",
+                                {"delivery": delivery_id})
+    assert again.status_code == 302
+    delivery = Delivery.objects.get(id=delivery_id)
+    assert (delivery.state, delivery.attempts) == ("delivered", 3)
+    assert list(rec.accepted) == [delivery_id]
+    # Only a failed delivery can be sent again.
+    assert s.owner.client.post(f"/g/{s.world.group.id}/webhooks/{webhook.id}/send-again",
+                               {"delivery": delivery_id}).status_code == 404
 
 
 def test_the_backoff_doubles_up_to_its_cap(settings):

@@ -134,7 +134,8 @@ def test_workers_reviewers_and_observers_may_not(scenario):
         assert 'id="group-webhooks"' not in member.client.get(
             f"/g/{s.world.group.id}/").content.decode()
         for path, method in [("", "get"), ("", "post"), (f"{webhook.id}/", "get"),
-                             (f"{webhook.id}/remove", "post"), (f"{webhook.id}/rotate", "post")]:
+                             (f"{webhook.id}/remove", "post"), (f"{webhook.id}/rotate", "post"),
+                             (f"{webhook.id}/send-again", "post")]:
             response = getattr(member.client, method)(webhooks_url(s, path),
                                                       {"url": "https://x.example/"})
             assert response.status_code == 403, (roles, path, method)
@@ -152,7 +153,7 @@ def test_non_members_and_other_groups_see_nothing(scenario):
 
     # An owner of this Group, on the other Group's webhook through this Group's URLs.
     for path, method in [(f"{theirs.id}/", "get"), (f"{theirs.id}/remove", "post"),
-                         (f"{theirs.id}/rotate", "post")]:
+                         (f"{theirs.id}/rotate", "post"), (f"{theirs.id}/send-again", "post")]:
         assert getattr(s.owner.client, method)(webhooks_url(s, path)).status_code == 404
     assert theirs.id not in s.owner.client.get(webhooks_url(s)).content.decode()
     # Through the other Group's URLs, of which they are not a member.
