@@ -24,9 +24,9 @@ EVENTS, ARCHIVE, GROUPS = (Event._meta.db_table, ArchivedEvent._meta.db_table,
 
 def fan_out(webhook_id: str, now) -> tuple[list[str], bool]:
     """Make the deliveries of the next batch (MW_WEBHOOK_BATCH) of the webhook's events
-    after its cursor: ([ids of the deliveries made], whether the log goes on past the
-    new cursor). ([], False) when another worker holds the webhook (it will see what
-    this one would have: see tasks.fan_out_group) or the webhook is gone."""
+    after its cursor: ([ids of the deliveries made], whether the log now goes on past
+    the new cursor). ([], False) when another worker holds the webhook (that one goes on
+    to what this one would have done: see the end) or the webhook is gone."""
     batch = settings.MW_WEBHOOK_BATCH
     with transaction.atomic(), connection.cursor() as cursor:
         # SKIP LOCKED: a second fan-out of the same webhook leaves it to the first.
@@ -60,7 +60,10 @@ def fan_out(webhook_id: str, now) -> tuple[list[str], bool]:
                 [value for row_ in values for value in row_])
             made = [r[0] for r in cursor.fetchall()]
         cursor.execute(f"UPDATE {WEBHOOKS} SET cursor = %s WHERE id = %s", [upto, webhook_id])
-    return made, upto < head
+    # The head read again after the commit: a fan-out that found this webhook locked
+    # meanwhile (SKIP LOCKED) did nothing, and what its hint was for committed before
+    # this read, so this one's caller (tasks._fan_out) goes on to it.
+    return made, upto < Group.objects.values_list("head_sequence", flat=True).get(id=group_id)
 
 
 def _events(cursor, group_id: str, after: int, head: int, types: list, limit: int) -> list:

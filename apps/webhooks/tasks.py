@@ -64,8 +64,8 @@ def _fan_out(webhook_id: str) -> int:
         for delivery_id in made:
             _enqueue(send, delivery_id)
         made_total += len(made)
-        # A fan-out that found the webhook locked returns ([], False): the holder loops
-        # here after its commit and so reads what committed meanwhile.
+        # `more` is read after the commit: events that committed while this held the
+        # webhook (their own fan-out skipped it) are taken in the next round.
         if not more:
             break
     return made_total

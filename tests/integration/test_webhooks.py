@@ -264,6 +264,47 @@ def test_a_fan_out_takes_bounded_batches_and_says_more_is_left(db, settings, rec
     assert Webhook.objects.get(id=webhook.id).cursor == s.world.head
 
 
+def test_events_committed_while_a_fan_out_holds_the_webhook_are_not_left_behind(
+        transactional_db, receiver, private_allowed, monkeypatch):
+    # Fan-out A holds the webhook's row; an event commits and its own fan-out (B) skips
+    # the locked row. A, after its commit, sees the head moved and takes that event too.
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    monkeypatch.setattr(tasks.HINTS, "put", lambda group_id: None)  # no other fan-out
+    monkeypatch.setattr(tasks, "_enqueue", lambda task, *args: None)  # made, not sent
+    s.authorize()
+    holding, go = threading.Event(), threading.Event()
+    read = outbox._events
+
+    def slow_read(*args):
+        found = read(*args)
+        if not holding.is_set():
+            holding.set()
+            assert go.wait(10)
+        return found
+
+    monkeypatch.setattr(outbox, "_events", slow_read)
+    made: list = []
+
+    def fan_out_a():
+        try:
+            made.append(tasks._fan_out(webhook.id))
+        finally:
+            connection.close()
+
+    a = threading.Thread(target=fan_out_a)
+    a.start()
+    assert holding.wait(10)
+    s.authorize()  # committed while A holds the webhook
+    assert outbox.fan_out(webhook.id, timezone.now()) == ([], False)  # B: skipped
+    go.set()
+    a.join(10)
+    assert made == [2]
+    assert Delivery.objects.filter(webhook_id=webhook.id).count() == 2
+    assert Webhook.objects.get(id=webhook.id).cursor == s.world.head
+
+
 def test_a_send_lost_after_the_commit_is_sent_by_catch_up(db, settings, receiver,
                                                           private_allowed, eager):
     # The crash between commit and send: the deliveries are made, nothing sends them.
