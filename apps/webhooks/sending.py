@@ -54,8 +54,9 @@ def attempt(delivery_id: str, now) -> Outcome:
     claim = uuid.uuid4().hex
     until = now + timedelta(seconds=claim_seconds())
     with connection.cursor() as cursor:
-        # Due (a second early: Celery's countdown and this clock are the same host's), or
-        # claimed by a worker whose claim ran out.
+        # Due (a second's slack: the worker that counted the retry's countdown down may
+        # have a clock a little ahead of this one's), or claimed by a worker whose claim
+        # ran out.
         cursor.execute(
             f"UPDATE {DELIVERIES} SET state = 'sending', claim = %s, claimed_until = %s "
             f"WHERE id = %s AND ((state = 'pending' AND next_attempt_at <= %s) "
