@@ -260,3 +260,23 @@ def test_the_data_is_printed_as_json_dumps_prints_it(data):
 
     assert log_page.pretty(json.dumps(data)) == json.dumps(data, indent=2, ensure_ascii=False,
                                                             sort_keys=True)
+
+
+def test_two_filters_without_a_common_index_page_through_windows(s, monkeypatch):
+    # issue 27: type, Mission and actor kind together look at WINDOW events a page at most
+    monkeypatch.setattr(log_page, "WINDOW", 2)
+    type_ = Event.objects.filter(group_id=s.world.group.id, actor__startswith="agent:") \
+        .order_by("-sequence").values_list("type", flat=True)[0]
+    query = f"type={type_}&actor=agent"
+    pages = [html(s, query)]
+    while link(pages[-1], "older"):
+        pages.append(html(s, link(pages[-1], "older")))
+
+    head = s.world.head
+    assert [r for page in pages for r in shown(page)] == \
+        logged(s, type=type_, actor__startswith="agent:")  # each match once, in order
+    assert len(pages) == (head + 1) // 2 and all('id="log-window"' in page for page in pages)
+    assert f"this one at #{head - 1}–#{head}." in pages[0]
+    assert link(pages[1], "newer") == query  # the window above the second is the newest
+    assert link(pages[2], "newer") == f"{query}&before={head - 1}"
+    assert 'id="log-window"' not in html(s, "type=work.offered")  # one filter: its index
