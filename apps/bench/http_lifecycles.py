@@ -230,14 +230,17 @@ def in_process_share(count: int, clients: int) -> int:
 
 def run_in_process(plans: list) -> dict:
     """The plans' commands through `pipeline.submit` in this process, one at a time,
-    authenticated as the API authenticates them: the CPU a command costs the pipeline and
-    PostgreSQL with no HTTP server, no client and no other command running beside it."""
+    authenticated as the API authenticates them (a command's bearer token from the
+    session cache, checked again under the Group lock: apps/api/auth.py): the CPU a
+    command costs the pipeline and PostgreSQL with no HTTP server, no client and no other
+    command running beside it."""
     commands = [command for plan in plans for lifecycle in plan for command in lifecycle]
     failures = []
     with override_settings(DEBUG=False):  # as the servers run: no query log
         meter = CpuMeter().start()
         for _type, group_id, token, payload in commands:
-            principal = principals.authenticate_bearer(token, timezone.now(), group_id)
+            principal = principals.authenticate_bearer(token, timezone.now(), group_id,
+                                                       cached=True)
             answer = pipeline.submit(group_id, json.loads(payload), principal)
             if answer.status != 200:
                 failures.append(answer.body)
@@ -274,10 +277,11 @@ def round_trips(trace: str) -> int:
 
 def count_round_trips(plans: list) -> dict:
     """The plans' commands through `pipeline.submit` in this process, one at a time, each
-    with its bearer token checked as the API checks it, with libpq's trace on: {command
-    type: PostgreSQL round trips per command (the median over its runs)}. The HTTP path
-    has no other query; a round trip is one send and its answer, however many statements
-    it pipelines."""
+    with its bearer token checked as the API checks it (from the session cache after the
+    sender's first command, as tests/integration/test_round_trips.py counts), with
+    libpq's trace on: {command type: PostgreSQL round trips per command (the median over
+    its runs)}. The HTTP path has no other query; a round trip is one send and its
+    answer, however many statements it pipelines."""
     counted: dict[str, list[int]] = defaultdict(list)
     django_connection.ensure_connection()
     raw = django_connection.connection
@@ -288,8 +292,8 @@ def count_round_trips(plans: list) -> dict:
                     with tempfile.TemporaryFile("w+") as trace:  # a fresh file each
                         raw.pgconn.trace(trace.fileno())
                         try:
-                            principal = principals.authenticate_bearer(token, timezone.now(),
-                                                                       group_id)
+                            principal = principals.authenticate_bearer(
+                                token, timezone.now(), group_id, cached=True)
                             answer = pipeline.submit(group_id, json.loads(payload), principal)
                         finally:
                             raw.pgconn.untrace()

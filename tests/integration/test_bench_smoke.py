@@ -40,7 +40,9 @@ def assert_lifecycles(result, groups, lifecycles):
     # The ratios a script reads (docs/performance.md, "Running the benchmarks").
     assert result["cpuRatio"] > result["serverCpuRatio"] > 0
     assert set(result["roundTrips"]) == set(api["latency"])
-    assert all(n >= 3 for n in result["roundTrips"].values())  # BEGIN, the lock, COMMIT
+    # BEGIN with the lock and the reads, then the writes with COMMIT; the bearer token from
+    # the session cache, as the API takes it for a command (test_round_trips.py).
+    assert all(n >= 2 for n in result["roundTrips"].values())
     latency = result["latencyRatio"]
     assert latency["p50"] > 0 and latency["p99"] > 0
     assert set(latency["byCommand"]) == set(api["latency"])
