@@ -121,10 +121,11 @@ def log_page(viewer: Viewer, filters: Filters, before: int | None) -> dict:
         condition, values = f"{condition} AND sequence >= %s", [*values, low]
     rows = _ordered(viewer.group_id, columns, condition, values, "DESC")
     events = rows[:PAGE_SIZE]
+    older: str | None = None
     if len(rows) > PAGE_SIZE:
         older = filters.query(events[-1][0])
-    else:  # below a window, the next window; else there are no older events
-        older = filters.query(low) if low is not None and low > 1 else None
+    elif low is not None and low > 1:  # below a window, the next window
+        older = filters.query(low)
     newer = (_newer(viewer.group_id, filters, events, before) if low is None
              else _newer_window(filters, top, head, before))
     return {"rows": _rows(viewer.group_id, filters, events), "events": len(events),
