@@ -201,6 +201,7 @@ def pretty(data) -> str:
     faster, except for floats it writes otherwise (Python's repr uses an exponent below
     1e-4 and from 1e16, orjson below 1e-5 and from 1e16 without the `+`) and integers
     beyond 64 bits, which it refuses: those go to json.dumps."""
+    # json.loads, not orjson.loads, which reads an integer beyond 64 bits as a float.
     value = db.from_json(data)
     if _orjson_writes_it(value):
         return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
