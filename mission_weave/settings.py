@@ -277,6 +277,9 @@ MW_WEBHOOK_BACKOFF_SECONDS = envint("MW_WEBHOOK_BACKOFF_SECONDS", 10)
 MW_WEBHOOK_BACKOFF_MAX_SECONDS = envint("MW_WEBHOOK_BACKOFF_MAX_SECONDS", 3600)
 MW_WEBHOOK_BATCH = envint("MW_WEBHOOK_BATCH", 500)
 MW_WEBHOOK_ALLOW_PRIVATE = envbool("MW_WEBHOOK_ALLOW_PRIVATE", None)
+# The Celery queue of the webhook tasks: a worker of their own (`-Q webhooks`) keeps slow
+# receivers from delaying the review's tasks. Default: Celery's default queue.
+MW_WEBHOOK_QUEUE = envstr("MW_WEBHOOK_QUEUE", "celery")
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "apps.work.tasks.sweep", "schedule": MW_SWEEP_INTERVAL_SECONDS,
               # A round not started within an interval is superseded by the next one.
@@ -286,7 +289,8 @@ CELERY_BEAT_SCHEDULE = {
                       "options": {"expires": MW_REVIEW_RESUME_SECONDS}},
     "webhooks-catch-up": {"task": "apps.webhooks.tasks.catch_up",
                           "schedule": MW_WEBHOOK_CATCH_UP_SECONDS,
-                          "options": {"expires": MW_WEBHOOK_CATCH_UP_SECONDS}},
+                          "options": {"expires": MW_WEBHOOK_CATCH_UP_SECONDS,
+                                      "queue": MW_WEBHOOK_QUEUE}},
     "retention": {"task": "apps.ledger.tasks.retention",
                   "schedule": MW_RETENTION_INTERVAL_SECONDS,
                   "options": {"expires": MW_RETENTION_INTERVAL_SECONDS}},

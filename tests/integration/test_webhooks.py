@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -113,22 +114,28 @@ def add(s: Scenario, rec: Receiver, events=(), format_="json") -> Webhook:
 # --- as in production: a real worker, retries with backoff -----------------------------------
 
 @pytest.fixture
-def broker():
-    """Celery as in production: tasks go to Redis, not run inline."""
+def broker(settings):
+    """Celery as in production: tasks go to Redis, not run inline; the webhooks' on a
+    queue of this test's own (MW_WEBHOOK_QUEUE), which its worker alone takes: tasks
+    other tests left in the default queue (each commit hints the notifications too) do
+    not stand before them. Yields the worker's arguments and environment."""
+    if not os.environ.get("REDIS_URL"):
+        pytest.skip("needs REDIS_URL as the broker")
+    settings.MW_WEBHOOK_QUEUE = f"mw-webhooks-{uuid.uuid4().hex[:12]}"
     previous = celery_app.conf.task_always_eager
     celery_app.conf.task_always_eager = False
-    yield
+    yield ("-Q", settings.MW_WEBHOOK_QUEUE), {"MW_WEBHOOK_QUEUE": settings.MW_WEBHOOK_QUEUE,
+                                              "MW_WEBHOOK_ALLOW_PRIVATE": "1"}
     celery_app.conf.task_always_eager = previous
 
 
 def test_a_failing_receiver_gets_the_event_once_signed_after_two_retries(
         transactional_db, tmp_path, receiver, private_allowed, broker):
-    if not os.environ.get("REDIS_URL"):
-        pytest.skip("needs REDIS_URL as the broker")
     rec = receiver(statuses=[500, 500])
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
-    with celery_worker(tmp_path, MW_WEBHOOK_ALLOW_PRIVATE="1", MW_WEBHOOK_BACKOFF_SECONDS="1",
+    args, env = broker
+    with celery_worker(tmp_path, *args, **env, MW_WEBHOOK_BACKOFF_SECONDS="1",
                        MW_WEBHOOK_MAX_ATTEMPTS="5") as worker:
         item_id = s.authorize()  # a command through the pipeline: its commit hints
         s.offer(item_id)  # work.offered: not a type this webhook gets
@@ -164,8 +171,6 @@ def test_a_failing_receiver_gets_the_event_once_signed_after_two_retries(
 
 def test_a_hint_lost_with_its_process_is_delivered_by_beats_catch_up(
         transactional_db, tmp_path, receiver, private_allowed, broker, monkeypatch):
-    if not os.environ.get("REDIS_URL"):
-        pytest.skip("needs REDIS_URL as the broker")
     rec = receiver()
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
@@ -173,7 +178,8 @@ def test_a_hint_lost_with_its_process_is_delivered_by_beats_catch_up(
     monkeypatch.setattr(tasks.HINTS, "put", lambda group_id: None)
     item_id = s.authorize()
     assert Webhook.objects.get(id=webhook.id).cursor < s.world.head
-    with celery_worker(tmp_path, "--beat", MW_WEBHOOK_ALLOW_PRIVATE="1",
+    args, env = broker
+    with celery_worker(tmp_path, "--beat", *args, **env,
                        MW_WEBHOOK_CATCH_UP_SECONDS="1") as worker:
         wait_until(lambda: rec.accepted, 40, "the delivery", process=worker,
                    logs=[tmp_path / "celery.log"])
@@ -188,14 +194,12 @@ def test_a_worker_killed_mid_send_is_overtaken_and_the_resend_has_the_same_id(
         transactional_db, tmp_path, receiver, private_allowed, broker, settings):
     # The receiver stores the delivery, but the worker is killed before its answer
     # arrives: the claim runs out, catch_up sends again, the receiver sees the same id.
-    if not os.environ.get("REDIS_URL"):
-        pytest.skip("needs REDIS_URL as the broker")
     settings.MW_WEBHOOK_TIMEOUT_SECONDS = 2
     rec = receiver(delay=1.5)
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
-    with celery_worker(tmp_path, MW_WEBHOOK_ALLOW_PRIVATE="1",
-                       MW_WEBHOOK_TIMEOUT_SECONDS="2") as worker:
+    args, env = broker
+    with celery_worker(tmp_path, *args, **env, MW_WEBHOOK_TIMEOUT_SECONDS="2") as worker:
         s.authorize()
         assert rec.arrived.wait(40), tail(tmp_path / "celery.log")
         signal_group(worker, signal.SIGKILL)
@@ -504,6 +508,19 @@ def test_the_slack_text_escapes_what_agents_wrote(db, receiver, private_allowed)
     assert "work.authorized by agent:c-" in text
     assert "&lt;!channel&gt; &amp; &lt;https://evil.example|click here&gt;" in text
     assert "<" not in text and ">" not in text
+
+
+def test_hints_of_a_busy_group_make_few_fan_outs_and_none_for_a_group_without(monkeypatch):
+    sent = []
+    monkeypatch.setattr(tasks, "_enqueue", lambda task, *args: sent.append((task.name, *args)))
+    hints = tasks.Hints()
+    monkeypatch.setattr(hints, "_groups", lambda: frozenset({"grp_a"}))
+    for _ in range(1000):
+        hints.put("grp_a")
+        hints.put("grp_b")
+    hints.flush()
+    assert 1 <= len(sent) <= 5
+    assert set(sent) == {("apps.webhooks.tasks.fan_out_group", "grp_a")}
 
 
 def test_the_outbox_adds_nothing_to_the_command(db):
