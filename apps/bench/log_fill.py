@@ -90,13 +90,25 @@ def _plan():
         mission_number += 1
 
 
-def fill(group_id: str, events: int, report=lambda text: None, analyze: bool = True) -> dict:
-    """Append `events` events to the Group's log after its head; {head, seconds}."""
+def appended():
+    """Endless progress reports of one WorkItem: events appended to a filled log one at
+    a time (what a running Group appends most), not a new Mission each time."""
+    revision = 100
+    while True:
+        revision += 1
+        yield ("work.progress_reported", "agent:bench-worker-0", "bench-live", "bench-live-wi",
+               revision, {"message": "still drafting", "percent": 90, "confidence": 0.9})
+
+
+def fill(group_id: str, events: int, report=lambda text: None, analyze: bool = True,
+         plan=None) -> dict:
+    """Append `events` events to the Group's log after its head, from `plan` (default:
+    the LIFECYCLE mix from its start); {head, seconds}."""
     started = time.perf_counter()
     head, last_hash = Group.objects.values_list("head_sequence", "head_hash").get(id=group_id)
     end = head + events
     at = timezone.now() - timedelta(seconds=events)  # one event a second, up to now
-    plan = _plan()
+    plan = plan or _plan()
     while head < end:
         rows = []
         for sequence in range(head + 1, min(head + SLICE, end) + 1):
