@@ -77,8 +77,11 @@ def reads_log(sql: str) -> bool:
 def raw_select(group_id: str, filters: log_page.Filters, before: int, renders: int) -> dict:
     """The page's rows straight out of PostgreSQL: the newest PAGE_SIZE events of the
     Group's online log below `before` matching the filters, all columns, one table,
-    the same statement each time (prepared after the first runs, as Django's would be)."""
+    the same statement each time (prepared after the first runs, as Django's would be);
+    with two or more of type, Mission and actor kind, within the page's window."""
     where, params = filters.sql()
+    if filters.windowed:  # as the page bounds it (log_page.WINDOW)
+        where = f"{where} AND sequence >= {max(before - log_page.WINDOW, 1)}"
     sql = (f"SELECT {history.SELECT} FROM {history.EVENTS} WHERE group_id = %s AND {where} "
            f"AND sequence < %s ORDER BY sequence DESC LIMIT {log_page.PAGE_SIZE}")
     times = []
