@@ -106,8 +106,17 @@ def digest(now) -> int:
 
 # --- the hint ---------------------------------------------------------------------------
 
+# Events that never start a wait (a lease renewed, progress, a checkpoint, an artifact,
+# usage): most of a busy Group's commits. They are not worth a `notice` of their own; the
+# next look reads past them, and a wait they end is checked again when its mail is sent.
+QUIET = frozenset({"lease.renewed", "work.progress_reported", "work.checkpointed",
+                   "artifact.published", "usage.recorded", "work.schedule_disclosed"})
+
+
 def hint(group_id: str, documents: list) -> None:
     """After a commit: have the Group looked at soon. Never raises (the commit stands)."""
+    if all(document["type"] in QUIET for document in documents):
+        return
     try:
         if current_app.conf.task_always_eager:
             notice(group_id)  # no broker (or eager tests): now, in this thread
