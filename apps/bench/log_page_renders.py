@@ -80,7 +80,7 @@ def raw_select(group_id: str, filters: log_page.Filters, before: int, renders: i
     the same statement each time (prepared after the first runs, as Django's would be);
     with two or more of type, Mission and actor kind, within the page's window."""
     where, params = filters.sql()
-    if filters.windowed:  # as the page bounds it (log_page.WINDOW)
+    if getattr(filters, "windowed", False):  # as the page bounds it (log_page.WINDOW)
         where = f"{where} AND sequence >= {max(before - log_page.WINDOW, 1)}"
     sql = (f"SELECT {history.SELECT} FROM {history.EVENTS} WHERE group_id = %s AND {where} "
            f"AND sequence < %s ORDER BY sequence DESC LIMIT {log_page.PAGE_SIZE}")
