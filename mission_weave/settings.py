@@ -280,6 +280,8 @@ MW_WEBHOOK_ALLOW_PRIVATE = envbool("MW_WEBHOOK_ALLOW_PRIVATE", None)
 # The Celery queue of the webhook tasks: a worker of their own (`-Q webhooks`) keeps slow
 # receivers from delaying the review's tasks. Default: Celery's default queue.
 MW_WEBHOOK_QUEUE = envstr("MW_WEBHOOK_QUEUE", "celery")
+# Days a delivered or failed delivery (its body, its attempts) is kept; 0: forever.
+MW_WEBHOOK_KEEP_DAYS = envint("MW_WEBHOOK_KEEP_DAYS", 30)
 CELERY_BEAT_SCHEDULE = {
     "sweep": {"task": "apps.work.tasks.sweep", "schedule": MW_SWEEP_INTERVAL_SECONDS,
               # A round not started within an interval is superseded by the next one.

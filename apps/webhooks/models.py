@@ -68,7 +68,10 @@ class Delivery(models.Model):
                                 name="delivery_by_webhook"),
                    # What beat looks for: deliveries not finished, by when they are due.
                    models.Index(fields=["next_attempt_at"], name="delivery_due",
-                                condition=models.Q(state__in=["pending", "sending"]))]
+                                condition=models.Q(state__in=["pending", "sending"])),
+                   # What catch_up prunes: finished deliveries, the oldest first.
+                   models.Index(fields=["created_at"], name="delivery_finished",
+                                condition=models.Q(state__in=["delivered", "failed"]))]
 
     def __str__(self):
         return f"{self.id} ({self.event_type} #{self.sequence}, {self.state})"

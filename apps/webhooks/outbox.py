@@ -15,7 +15,7 @@ from apps.ledger import db, history
 from apps.ledger.models import ArchivedEvent, Event, Group
 
 from . import payloads
-from .models import Delivery, Webhook
+from .models import Attempt, Delivery, Webhook
 
 WEBHOOKS, DELIVERIES = Webhook._meta.db_table, Delivery._meta.db_table
 EVENTS, ARCHIVE, GROUPS = (Event._meta.db_table, ArchivedEvent._meta.db_table,
@@ -88,3 +88,20 @@ def behind(limit: int = 1000) -> list[str]:
         cursor.execute(f"SELECT w.id FROM {WEBHOOKS} w JOIN {GROUPS} g ON g.id = w.group_id "
                        f"WHERE w.cursor < g.head_sequence ORDER BY w.id LIMIT %s", [limit])
         return [r[0] for r in cursor.fetchall()]
+
+
+def prune(before, limit: int) -> int:
+    """Forget at most `limit` finished deliveries (delivered or failed) made before
+    `before`, with their attempts: how many. The cursor, not these rows, keeps an event
+    from being delivered again, so nothing is sent twice for their going."""
+    with transaction.atomic():
+        found = list(Delivery.objects.select_for_update(skip_locked=True)
+                     .filter(state__in=["delivered", "failed"], created_at__lt=before)
+                     .order_by("created_at").values_list("group_id", "id")[:limit])
+        by_group: dict = {}
+        for group_id, delivery_id in found:
+            by_group.setdefault(group_id, []).append(delivery_id)
+        for group_id, ids in by_group.items():  # by Group: the attempts' key leads with it
+            Attempt.objects.filter(group_id=group_id, delivery_id__in=ids).delete()
+            Delivery.objects.filter(group_id=group_id, id__in=ids).delete()
+    return len(found)

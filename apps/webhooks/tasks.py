@@ -90,7 +90,8 @@ def send(self, delivery_id: str) -> str:
 @shared_task(name="apps.webhooks.tasks.catch_up", ignore_result=True)
 def catch_up(limit: int = 1000) -> dict:
     """Beat: webhooks behind their Group's head are fanned out; deliveries due for a while
-    (their send or retry lost) or claimed by a worker that died are sent again."""
+    (their send or retry lost) or claimed by a worker that died are sent again; finished
+    deliveries older than MW_WEBHOOK_KEEP_DAYS are forgotten."""
     behind = outbox.behind(limit)
     for webhook_id in behind:
         _fan_out(webhook_id)
@@ -101,7 +102,9 @@ def catch_up(limit: int = 1000) -> dict:
                  .order_by("next_attempt_at").values_list("id", flat=True)[:limit])
     for delivery_id in stale:
         _enqueue(send, delivery_id)
-    return {"webhooks": len(behind), "deliveries": len(stale)}
+    keep = settings.MW_WEBHOOK_KEEP_DAYS
+    pruned = outbox.prune(now - timedelta(days=keep), limit * 10) if keep > 0 else 0
+    return {"webhooks": len(behind), "deliveries": len(stale), "pruned": pruned}
 
 
 def send_soon(delivery_id: str) -> None:

@@ -320,13 +320,35 @@ def test_a_send_lost_after_the_commit_is_sent_by_catch_up(db, settings, receiver
     made, _ = outbox.fan_out(webhook.id, timezone.now())
     assert len(made) == 1 and rec.requests == []
 
-    assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 1}
+    assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 1, "pruned": 0}
     assert list(rec.accepted) == made
     # A webhook behind its Group (its hint lost): catch_up fans it out and sends.
     s.authorize()
-    assert tasks.catch_up.apply().get() == {"webhooks": 1, "deliveries": 0}
+    assert tasks.catch_up.apply().get() == {"webhooks": 1, "deliveries": 0, "pruned": 0}
     assert len(rec.accepted) == 2
-    assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 0}
+    assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 0, "pruned": 0}
+
+
+def test_finished_deliveries_are_forgotten_after_their_days_and_not_sent_again(
+        db, settings, receiver, private_allowed, eager):
+    settings.MW_WEBHOOK_KEEP_DAYS = 30
+    rec = receiver()
+    s = Scenario()
+    webhook = add(s, rec, events=["work.authorized"])
+    s.authorize()
+    s.authorize()
+    outbox.fan_out(webhook.id, timezone.now())
+    old, recent = Delivery.objects.filter(webhook_id=webhook.id).order_by("sequence")
+    for delivery in (old, recent):
+        assert sending.attempt(delivery.id, timezone.now()).state == "delivered"
+    Delivery.objects.filter(id=old.id).update(created_at=timezone.now() - timedelta(days=31))
+
+    assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 0, "pruned": 1}
+    assert [d.id for d in Delivery.objects.filter(webhook_id=webhook.id)] == [recent.id]
+    assert not Attempt.objects.filter(delivery_id=old.id).exists()
+    assert Attempt.objects.filter(delivery_id=recent.id).count() == 1
+    tasks.fan_out_group.apply(args=[s.world.group.id])  # the cursor is past it: not again
+    assert len(rec.requests) == 2 and Delivery.objects.filter(webhook_id=webhook.id).count() == 1
 
 
 def test_a_resend_after_a_lost_answer_has_the_same_id(db, settings, receiver,
