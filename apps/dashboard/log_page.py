@@ -14,6 +14,7 @@ one string each (mission_markup's escape and URL maker), as the template wrote t
 import json
 import math
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from urllib.parse import urlencode
 
 import orjson
@@ -23,6 +24,7 @@ from django.utils.safestring import SafeString, mark_safe
 from apps.ledger import db, history
 from apps.ledger.models import Group
 from mission_weave.core import chain
+from mission_weave.protocol.timefmt import format_time
 
 from .access import Viewer
 from .mission_markup import e, url_maker
@@ -191,8 +193,18 @@ def _rows(group_id: str, filters: Filters, events: list) -> SafeString:
         shown.append(
             f'  <tr data-sequence="{number}"><td>{number}</td><td><code>{e(type_)}</code></td>'
             f"<td>{e(actor)}</td>\n      <td>{mission_cell}</td>\n      <td>{item_cell}</td>\n"
-            f"      <td>{when(db.aware(occurred_at))}</td>\n      <td>{data_cell}</td></tr>\n")
+            f"      <td>{_when(occurred_at)}</td>\n      <td>{data_cell}</td></tr>\n")
     return mark_safe("".join(shown))  # every value above went through e()
+
+
+def _when(moment) -> str:
+    """The `when` filter's markup of a moment read from the log (an aware datetime: the
+    filter's own path for it, without format_html, whose values here are digits)."""
+    if not isinstance(moment, datetime):
+        return when(db.aware(moment))
+    moment = moment.astimezone(UTC)
+    shown = moment.replace(microsecond=0, tzinfo=None).isoformat(sep=" ")
+    return f'<time datetime="{format_time(moment)}">{shown} UTC</time>'
 
 
 def pretty(data) -> str:
@@ -298,8 +310,8 @@ def _still_anchored(group_id: str, known: dict, head: int) -> bool:
         return False
     if known["through"] == 0:
         return True
-    found = history.events_between(group_id, known["through"], known["through"])
-    return bool(found) and found[0]["hash"] == known["hash"]
+    found = _ordered(group_id, "sequence, hash", "sequence = %s", [known["through"]], "DESC")
+    return bool(found) and found[0][1] == known["hash"]
 
 
 def _verify(group_id: str, through: int, last_hash: str, head: int, head_hash: str) -> dict:
