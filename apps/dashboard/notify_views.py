@@ -7,7 +7,6 @@ records: they are saved directly, like a password, never by a command."""
 
 from django import forms
 from django.contrib import messages
-from django.contrib.admin.views.decorators import staff_member_required
 from django.contrib.auth.decorators import login_required
 from django.db import transaction
 from django.shortcuts import redirect, render
@@ -57,8 +56,10 @@ def notifications(request):
                   status=status)
 
 
-@staff_member_required(login_url="dashboard:login")
+@login_required
 def mail(request):
+    if not request.user.is_staff:  # signed in, so the login page would not help
+        return render(request, "dashboard/notify_mail.html", {"staff_only": True}, status=403)
     return render(request, "dashboard/notify_mail.html", {
         "catching": mailbox.catching(), "caught": mailbox.caught(),
         "outbox": Mail.objects.order_by("-created_at", "-id")[:50]})

@@ -368,6 +368,8 @@ DASHBOARD = {
     "groups": ("GET", None, None, None),
     "login": ("GET", None, None, None),
     "sign_in_refused": ("GET", None, None, None),  # where a refused OIDC sign-in lands
+    "notifications": ("GET", None, None, None),  # one's own address and choices
+    "mail": ("GET", None, None, None),  # the caught mail: operators (staff) only
     "logout": ("POST", None, None, None),
     "group": ("GET", "", None, None),
     "group_log": ("GET", "log/", None, None),
@@ -432,7 +434,8 @@ def dashboard_path(cast: Cast, name: str, target: str) -> tuple[str, str, dict |
     if below is None:
         paths = {"groups": f"/?group={cast.other.group.id}&mission={cast.mb.mission_id}",
                  "login": "/login/", "logout": "/logout/",
-                 "sign_in_refused": "/login/refused/?reason=state"}
+                 "sign_in_refused": "/login/refused/?reason=state",
+                 "notifications": "/notifications/", "mail": "/mail/"}
         return method, paths[name], data
     s = stage_of(cast, target)
     ids = {"mission": s.mission_id, "proposal": s.proposal_id, "artifact": s.artifact,
@@ -455,8 +458,10 @@ def expect_dashboard(cast: Cast, actor: Actor | None, name: str, target: str) ->
     human = actor is not None and actor.key is None
     if not human:
         return (302, None)  # to the login page: agents have no dashboard
-    if name == "groups":
-        return OK  # one's own inbox, filtered by a Group one is not in: empty
+    if name in ("groups", "notifications"):
+        return OK  # one's own inbox (filtered by a Group one is not in: empty), one's choices
+    if name == "mail":
+        return (403, None)  # staff only; nobody in the cast is staff
     if target in (OTHER_GROUP, OTHER_GROUP_IDS) or not cast.member_of_home(actor):
         return (404, None)  # as for what does not exist
     if command_type is None:

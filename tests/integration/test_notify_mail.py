@@ -191,4 +191,6 @@ def test_the_operators_mail_page_shows_the_caught_mail(settings, tmp_path):
     assert "Final Approval: Q3 &lt;script&gt;" in html and "<script>alert" not in html
     assert re.search(rf'<a href="{PUBLIC}/g/{s.world.group.id}/missions/{s.mission_id}/'
                      r'#final-approval"', html)
-    assert s.owner.client.get("/mail/").status_code == 302  # operators only
+    refused = s.owner.client.get("/mail/")  # operators only
+    assert refused.status_code == 403
+    assert "for the server's operators" in refused.content.decode()
