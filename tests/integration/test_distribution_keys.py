@@ -31,6 +31,7 @@ REFERENCE_TABLES = {
     "artifacts_blob": "bytes named by their hash, shared by every Group that cites them",
     "artifacts_blobupload": "who uploaded a blob: the blob's, not a Group's",
     "auth_user": "people, each a member of any number of Groups",
+    "identity_oidcidentity": "who a person is at the OpenID provider: the user's, not a Group's",
     "auth_group": "Django's permission groups, not MissionWeave Groups",
     "auth_group_permissions": "its group_id is a Django permission group's",
     "auth_user_groups": "its group_id is a Django permission group's",
