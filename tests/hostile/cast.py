@@ -13,6 +13,7 @@ from datetime import timedelta
 
 from apps.identity.models import Membership
 from apps.ledger import snapshots
+from apps.webhooks import registry
 from mission_weave.protocol.timefmt import format_time
 from tests.integration.artifact_helpers import digest, manifest, package, signed, upload
 from tests.support import Actor, World, contract, evidence, now
@@ -67,6 +68,7 @@ class Stage:
     package_id: str = ""
     proposal_id: str = ""
     capability_token: str = ""  # the bearer string of the active lease's token
+    webhook: str = ""  # a webhook of the Stage's Group
 
     def build(self) -> "Stage":
         c = self.coordinator
@@ -159,6 +161,12 @@ class Stage:
         return item_id
 
 
+def new_webhook(group_id: str) -> str:
+    webhook, _ = registry.create(group_id, "https://hooks.example.com/mw", [], "json",
+                                 "user:operator", now())
+    return webhook.id
+
+
 class Cast:
     """Group `home` (Missions m1, m2), Group `other` (Mission mb), Group `third` whose
     members are the outsiders. The principals of the matrix are `principals`."""
@@ -190,6 +198,8 @@ class Cast:
                         delegates=(self.delegate,)).build()
         self.m2 = Stage(home, self.coordinator2, self.worker2, self.owner2).build()
         self.mb = Stage(other, self.b_coordinator, self.b_worker, self.b_owner).build()
+        self.m1.webhook = self.m2.webhook = new_webhook(home.group.id)
+        self.mb.webhook = new_webhook(other.group.id)
         self.snapshot_id = snapshots.take(home.group.id).id
         self.b_snapshot_id = snapshots.take(other.group.id).id
 

@@ -32,7 +32,7 @@ from apps.identity.models import Membership
 from mission_weave.core.commands import COMMAND_TYPES, HUMAN_ONLY, ROLES
 from mission_weave.protocol.canonical import sign
 from mission_weave.protocol.timefmt import format_time
-from tests.hostile.cast import Cast, Stage, actor_epoch
+from tests.hostile.cast import Cast, Stage, actor_epoch, new_webhook
 from tests.integration.artifact_helpers import manifest, package, signed
 from tests.support import Actor, contract, evidence, now
 
@@ -79,7 +79,7 @@ def secrets(cast: Cast, actor: Actor | None, target: str) -> list:
         names += [cast.other.group.id, mb.mission_id, *mb.items.values(), mb.artifact,
                   mb.unpublished_blob, mb.package_id, mb.proposal_id, cast.b_snapshot_id,
                   mb.owner.principal, mb.coordinator.principal, mb.worker.principal,
-                  mb.worker.name, mb.capability_token]
+                  mb.worker.name, mb.capability_token, mb.webhook]
     if not cast.member_of_home(actor):
         m2 = cast.m2
         names += [cast.home.group.id, m2.mission_id, *m2.items.values(), m2.artifact,
@@ -411,9 +411,17 @@ DASHBOARD = {
     "artifact": ("GET", "artifacts/{artifact}/", None, None),
     "artifact_content": ("GET", "artifacts/{artifact}/content", None, None),
     "submissions": ("GET", "work-items/{open}/submissions", None, None),
+    "webhooks": ("GET", "webhooks/", None, None),
+    "webhook": ("GET", "webhooks/{webhook}/", None, None),
+    "rotate_webhook": ("POST", "webhooks/{webhook}/rotate", {}, None),
+    "send_again": ("POST", "webhooks/{webhook}/send-again", {"delivery": "dl_none"}, None),
+    "remove_webhook": ("POST", "webhooks/{doomed}/remove", {}, None),  # one made per case
 }
 # Pages that take the Mission's Coordinator (or a delegate) even to show their form.
 COORDINATOR_PAGES = frozenset({"new_item", "authorize_proposal", "revise"})
+# A Group's webhooks: its owners and coordinators only, whatever the Mission.
+WEBHOOK_PAGES = frozenset({"webhooks", "webhook", "rotate_webhook", "send_again",
+                           "remove_webhook"})
 
 
 def dashboard_cases() -> list:
@@ -439,7 +447,9 @@ def dashboard_path(cast: Cast, name: str, target: str) -> tuple[str, str, dict |
         return method, paths[name], data
     s = stage_of(cast, target)
     ids = {"mission": s.mission_id, "proposal": s.proposal_id, "artifact": s.artifact,
-           **s.items}
+           "webhook": s.webhook, **s.items}
+    if "{doomed}" in below:
+        ids["doomed"] = new_webhook(s.world.group.id)
     path = f"/g/{group_of(cast, target)}/" + below.format(**ids)
     if data is not None:
         data = {k: v.format(**ids) for k, v in data.items()}
@@ -462,6 +472,12 @@ def expect_dashboard(cast: Cast, actor: Actor | None, name: str, target: str) ->
         return OK  # one's own inbox (filtered by a Group one is not in: empty), one's choices
     if name == "mail":
         return (403, None)  # staff only; nobody in the cast is staff
+    if name in WEBHOOK_PAGES and target != OTHER_GROUP and cast.member_of_home(actor):
+        if not roles_of(cast, actor) & {"owner", "coordinator"}:
+            return refused("FORBIDDEN")  # said before any webhook is looked up
+        if target == OTHER_GROUP_IDS or name == "send_again":
+            return (404, None)  # another Group's webhook; a delivery the webhook lacks
+        return OK if name in ("webhooks", "webhook") else (302, None)
     if target in (OTHER_GROUP, OTHER_GROUP_IDS) or not cast.member_of_home(actor):
         return (404, None)  # as for what does not exist
     if command_type is None:
