@@ -17,7 +17,9 @@ AppConfig.ready() (`plug`), into `plugged`, so that the log names none of them
     local_hub    LocalHub     apps.delivery.hub.HUB        this process's WebSocket fan-out
     observer     Observer     apps.operations.observer     metrics and logs of the pipeline and
                                                            the sockets (default: Unobserved)
-    committed    [Subscriber] apps.review.tasks.schedule     after each commit: the review
+    committed    [Subscriber] apps.review.tasks.schedule     after each commit: the review,
+                              apps.notify.tasks.hint         the notifications and the
+                              apps.webhooks.tasks.hint       webhooks (a hint to read the log)
 
 `manage.py check` (apps/ledger/checks.py) refuses to pass while a port is unplugged or
 holds something its Protocol does not describe (`unsatisfied`).
