@@ -16,7 +16,7 @@ waits on the Coordinator, and the final Approval is not in the owner's "Waiting 
 from django.db.models import Q
 
 from apps.ledger.models import ArchivedEvent, Event
-from mission_weave.core.waiting import ANSWERS, REFUSED, refusal_status
+from mission_weave.core.waiting import ANSWERS, REFUSED
 
 APPROVED = "mission.approved"
 GRANTED, EXECUTION_REFUSED = "approval.execution_granted", "approval.execution_refused"
@@ -45,26 +45,6 @@ def _read(where: Q) -> list[dict]:
             .union(ArchivedEvent.objects.filter(where).values_list(*COLUMNS), all=True)
             .order_by("sequence"))
     return [dict(zip(COLUMNS, row)) for row in rows]
-
-
-def open_refusals(group_id: str, missions: list, items_by_mission: dict) -> set:
-    """The ids of `missions` whose latest refusal of the final Approval is not answered yet,
-    in one statement. A Mission whose projection holds no refusal has none open: the
-    projection clears it on work.authorized and work.contract_revised (core/evolve.py),
-    which are answers too."""
-    refused = [m.id for m in missions if m.approval_refusal is not None]
-    if not refused:
-        return set()
-    item_ids = [i.id for m in refused for i in items_by_mission.get(m, [])]
-    where = (Q(group_id=group_id, mission_id__in=refused)
-             & (Q(work_item_id__in=item_ids, type__in=ANSWERS)
-                | Q(work_item_id__isnull=True, type=REFUSED)))
-    by_mission: dict[str, list[dict]] = {}
-    for event in _read(where):
-        by_mission.setdefault(event["mission_id"], []).append(event)
-    return {mission_id for mission_id in refused
-            if (status := refusal_status(by_mission.get(mission_id, []))) is not None
-            and status["answer"] is None}
 
 
 def human(actor: str) -> bool:

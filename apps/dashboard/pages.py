@@ -14,9 +14,11 @@ from apps.artifacts.models import Artifact
 from apps.identity.models import Membership
 from apps.ledger.models import Event, Group
 from apps.ledger.pipeline import policy
+from apps.notify import waits
 from apps.work import models as work_models
 from apps.work import work_store
 from mission_weave.core import dag, fencing, lifecycle, ranking, retries, state, state_documents
+from mission_weave.core import waiting as inbox_rules
 from mission_weave.core.commands import review as review_rules
 from mission_weave.protocol.errors import ProtocolError
 
@@ -31,7 +33,6 @@ from . import (
     mission_markup,
     timeline,
 )
-from . import waiting as inbox_rules
 from .access import NotFound, Viewer
 
 DECISIONS = ("work.verified", "work.failed")
@@ -140,7 +141,7 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
             "unfinished": unfinished, "approval": approval, "parent": parent,
             "matrix": evidence_matrix(viewer, items),
             "decisions": decisions.decisions(log),
-            "refusal": decisions.refusal_status(log) if active else None,
+            "refusal": inbox_rules.refusal_status(log) if active else None,
             **budgets,
             "rows": mission_markup.rows(viewer.group_id, items, unfinished,
                                         budgets["item_budgets"]),
@@ -604,7 +605,7 @@ def inbox(user, now, group_id: str | None = None, mission_id: str | None = None)
         for row in work_models.WorkItem.objects.filter(group_id=member.group_id,
                                                        mission_id__in=list(by_mission)):
             items.setdefault(row.mission_id, []).append(state_documents.item_from_doc(row.doc))
-        refused = decisions.open_refusals(member.group_id, list(by_mission.values()), items)
+        refused = waits.open_refusals(member.group_id, list(by_mission.values()), items)
         for mission in by_mission.values():
             rows += [replace(entry, group_id=member.group_id) for entry in inbox_rules.waiting(
                 mission, items.get(mission.id, []), member.principal, member.roles, now,

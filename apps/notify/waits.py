@@ -154,9 +154,11 @@ def current(group_id: str, mission_ids: set, now) -> dict:
 
 
 def open_refusals(group_id: str, missions: list, items: dict) -> set:
-    """The ids of `missions` whose latest refusal of the final Approval is unanswered (as
-    apps/dashboard/decisions.open_refusals: the refusals and their answers from the online
-    log and the archive, in one statement)."""
+    """The ids of `missions` whose latest refusal of the final Approval is unanswered: the
+    refusals and their answers from the online log and the archive, in one statement. A
+    Mission whose projection holds no refusal has none open (evolve clears it on
+    work.authorized and work.contract_revised, which are answers too). The home page's
+    Waiting on me asks it too."""
     refused = [m.id for m in missions if m.approval_refusal is not None]
     if not refused:
         return set()
