@@ -153,3 +153,16 @@ def test_pages(capsys):
         assert result[name + "OverRaw"] == round(page["p50Ms"] / result["raw"]["p50Ms"], 1)
     with pytest.raises(CommandError, match="at least 20"):
         call_command("mw_bench", "--pages", "--page-items", "19")
+
+
+def test_servers_side_by_side():
+    from apps.bench import side_by_side
+
+    result = side_by_side.main(["this=.:daphne", "again=.", "--lifecycles", "8", "--chunks",
+                                "2", "--groups", "2", "--clients", "2", "--web-workers", "1"])
+    assert len(result["raw"]["cpuMsPerTransaction"]) == 2
+    for name in ("this", "again"):
+        server = result[name]
+        assert server["httpServer"] == "daphne" and server["failures"] == 0, server
+        assert server["cpuMsPerCommand"]["server"] > 0
+        assert server["cpuRatio"] > server["serverCpuRatio"] > 0
