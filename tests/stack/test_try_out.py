@@ -2,14 +2,19 @@
 mission_weave.stack run) with DATABASE_URL and REDIS_URL unset, on free ports in a data
 folder of its own, driven from outside like a person at a terminal."""
 
+import html
+import http.cookiejar
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.parse
+import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -85,6 +90,40 @@ def manage(data: Path, *args) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120)
 
 
+def signed_in(base: str, username: str, password: str):
+    """An HTTP client with `username`'s session, signed in through the login form as a
+    browser is (its CSRF cookie and token)."""
+    client = urllib.request.build_opener(
+        urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+    form = client.open(f"{base}/login/", timeout=10).read().decode()
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form).group(1)
+    landed = client.open(f"{base}/login/", urllib.parse.urlencode({
+        "username": username, "password": password,
+        "csrfmiddlewaretoken": token}).encode(), timeout=10)
+    assert urllib.parse.urlsplit(landed.url).path == "/", landed.url
+    return client
+
+
+def demo_mail(base: str, output: list) -> str:
+    """The caught mail of the demo owner's final Approval (one) on /mail/, read by the
+    operator the banner names (admin / admin). The notice follows the commit that made the
+    Mission ready within seconds, or beat's catch-up (30 s) if its hint was lost."""
+    admin = signed_in(base, "admin", "admin")
+    deadline = time.monotonic() + 60
+    while True:
+        page = admin.open(f"{base}/mail/", timeout=10).read().decode()
+        mails = [m for m in page.split('<article class="caught-mail"')[1:]
+                 if "To owner@example.com" in html.unescape(m)]
+        if any("Final Approval:" in m for m in mails) or time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    approvals = [m for m in mails if "Final Approval:" in m]
+    assert len(approvals) == 1, (f"not one final Approval to owner@example.com on /mail/:"
+                                 f"\n{page[-3000:]}\n{''.join(output)[-2000:]}")
+    assert "user:owner &lt;owner@example.com&gt;</td>" in page  # the outbox's row
+    return approvals[0]
+
+
 def assert_healthy(output: list) -> None:
     text = "".join(output)
     assert "Traceback" not in text, text[-4000:]
@@ -101,6 +140,13 @@ def test_make_run_brings_the_demo_to_verified_again_and_again(tmp_path):
         assert_healthy(output)
         banner = "".join(output)
         assert "owner / owner" in banner and "coordinator / coordinator" in banner
+        # The demo's mail is caught (no EMAIL_HOST) and the operator reads it on /mail/,
+        # its link to the decision under the address the stack serves at.
+        base = re.search(r"MissionWeave is running: (http://\S+)/", banner).group(1)
+        assert f"{base}/mail/ as admin" in banner
+        approval = demo_mail(base, output)
+        assert (f'href="{base}/g/grp_demo/missions/demo-mission/#final-approval"'
+                in approval), approval
     assert process.returncode == 0
     assert output[-1].strip() == "mw: stopped"
     assert not (data / "services.json").exists()
