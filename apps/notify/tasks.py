@@ -1,9 +1,11 @@
 """The notifications' Celery tasks and the hint that starts them.
 
 - `hint(group_id, documents)`, a `committed` subscriber (apps/ledger/ports.py): after a
-  commit, off the request's thread, `notice(group_id)` is enqueued. Hints that arrive
-  together are sent once per Group. A hint lost (the process died, Redis was away) costs
-  at most one catch_up interval: the log is the record, the hint only says "look now".
+  commit, off the request's thread (apps/ledger/hints.py), `notice(group_id)` is
+  enqueued, once per Group for the hints that arrive together, and only for Groups with
+  a human owner or coordinator (nobody else is ever waited on). A hint lost (the
+  process died, Redis was away) costs at most one catch_up interval: the log is the
+  record, the hint only says "look now".
 - `notice(group_id)`: bring the Group's waits up to its log (waits.look) and send the
   mails that created.
 - `catch_up()`, beat every MW_NOTIFY_CATCH_UP_SECONDS: look at every Group whose log is
@@ -18,17 +20,16 @@ an event the notifier has seen yet is not reminded of. Digests: from MW_NOTIFY_D
 something waiting there; the unique (group, principal, day) makes it one."""
 
 import logging
-import os
-import queue
-import threading
 from datetime import timedelta
 
 from celery import current_app, shared_task
 from django.conf import settings
 from django.db import DatabaseError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.identity.models import Membership
+from apps.ledger.hints import GroupHints
 
 from . import sending, waits
 from .models import DIGEST, EVERY, Mail, Preference, Wait
@@ -126,36 +127,24 @@ def hint(group_id: str, documents: list) -> None:
         log.exception("notifications for %s not looked at now; catch_up will", group_id)
 
 
-class Hints:
-    """A daemon thread per process that enqueues `notice` for the Groups hinted, each Group
-    once per wake-up however many commits it had meanwhile."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid: int | None = None
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-
-    def put(self, group_id: str) -> None:
-        if self._pid != os.getpid():  # a forked child has the queue but not the thread
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._queue = queue.SimpleQueue()
-                    threading.Thread(target=self._run, args=(self._queue,), daemon=True,
-                                     name="notify-hints").start()
-                    self._pid = os.getpid()
-        self._queue.put(group_id)
-
-    @staticmethod
-    def _run(hints: queue.SimpleQueue) -> None:
-        while True:
-            groups = {hints.get()}
-            while not hints.empty():
-                groups.add(hints.get_nowait())
-            for group_id in sorted(groups):
-                try:
-                    notice.delay(group_id)
-                except Exception:  # Redis away: catch_up looks at the Group later
-                    log.warning("could not enqueue notice(%s); catch_up will", group_id)
+def _notice_soon(group_id: str) -> None:
+    try:
+        notice.delay(group_id)
+    except Exception:  # Redis away: catch_up looks at the Group later
+        log.warning("could not enqueue notice(%s); catch_up will", group_id)
 
 
-HINTS = Hints()
+def _watched() -> frozenset:
+    """The Groups where something can wait on a person: waits are only ever on a human
+    owner or coordinator, so a Group of Agents alone is never looked at for a commit."""
+    return frozenset(Membership.objects.filter(
+        Q(roles__contains=["owner"]) | Q(roles__contains=["coordinator"]),
+        active=True, principal__startswith="user:").values_list("group_id", flat=True)
+        .distinct())
+
+
+# A busy Group is looked at once per PAUSE_SECONDS per process, however many commits it
+# makes: a look reads every event since the last, so nothing waits longer than that for
+# its mail, and the review's tasks, in the same queue, are not crowded out under load.
+PAUSE_SECONDS = 5.0
+HINTS = GroupHints("notify-hints", _notice_soon, _watched, pause_seconds=PAUSE_SECONDS)

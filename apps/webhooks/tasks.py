@@ -21,19 +21,17 @@ a time.
 Without a broker (eager Celery) the thread runs the tasks itself, one attempt per
 delivery; retries then wait for a `catch_up` (beat needs a broker)."""
 
-import atexit
 import logging
-import os
-import queue
-import threading
-import time
 from datetime import timedelta
+from functools import partial
 
 from celery import shared_task
 from django.conf import settings
-from django.db import DatabaseError, close_old_connections, connection
+from django.db import DatabaseError
 from django.db.models import Q
 from django.utils import timezone
+
+from apps.ledger.hints import GroupHints
 
 from . import outbox, sending
 from .models import Delivery, Webhook
@@ -119,83 +117,10 @@ def _enqueue(task, *args) -> None:
         log.exception("could not send %s%r; catch_up will", task.name, args)
 
 
-class Hints:
-    """One daemon thread per process: takes the Groups that committed events, sends
-    `fan_out_group` for those with webhooks, each once per round however many commits it
-    saw. What it holds when the process dies is lost and found again by catch_up; at a
-    normal exit it gets FLUSH_SECONDS."""
-
-    FLUSH_SECONDS = 2.0
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid: int | None = None
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
-        self._watched: frozenset = frozenset()
-        self._read_at = 0.0
-
-    def put(self, group_id: str) -> None:
-        self._started().put(group_id)
-
-    def forget(self) -> None:
-        """Re-read which Groups have webhooks before the next hint."""
-        self._read_at = 0.0
-
-    def _started(self) -> queue.SimpleQueue:
-        # Per process: a forked child has the parent's queue but not its thread.
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._queue = queue.SimpleQueue()
-                    self._thread = threading.Thread(target=self._run, args=(self._queue,),
-                                                    name="webhook-hints", daemon=True)
-                    self._thread.start()
-                    self._pid = os.getpid()
-        return self._queue
-
-    def _run(self, work: queue.SimpleQueue) -> None:
-        while (first := work.get()) is not None:
-            groups, stop = {first}, False
-            while True:  # the hints that queued meanwhile go in the same round
-                try:
-                    more = work.get_nowait()
-                except queue.Empty:
-                    break
-                if more is None:
-                    stop = True
-                    break
-                groups.add(more)
-            sent = False
-            try:
-                for group_id in sorted(groups & self._groups()):
-                    _enqueue(fan_out_group, group_id)
-                    sent = True
-            except Exception:  # the database away: catch_up will do it
-                log.exception("webhook hints for %s lost; catch_up will find them",
-                              sorted(groups))
-            finally:
-                # This thread's connection goes back to the pool between rounds.
-                close_old_connections()
-                connection.close()
-            if stop:
-                return
-            if sent:
-                time.sleep(PAUSE_SECONDS)
-
-    def _groups(self) -> frozenset:
-        if time.monotonic() - self._read_at > WATCHED_SECONDS:
-            self._watched = frozenset(Webhook.objects.values_list("group_id", flat=True)
-                                      .distinct())
-            self._read_at = time.monotonic()
-        return self._watched
-
-    def flush(self) -> None:
-        if self._thread is not None and self._pid == os.getpid():
-            self._queue.put(None)
-            self._thread.join(self.FLUSH_SECONDS)
-            self._pid = None
+def _watched() -> frozenset:
+    """The Groups that have webhooks."""
+    return frozenset(Webhook.objects.values_list("group_id", flat=True).distinct())
 
 
-HINTS = Hints()
-atexit.register(HINTS.flush)
+HINTS = GroupHints("webhook-hints", partial(_enqueue, fan_out_group), _watched,
+                   WATCHED_SECONDS, PAUSE_SECONDS)
