@@ -73,10 +73,11 @@ class ServerProcess(subprocess.Popen[bytes]):
 
 
 def start_server(port: int, workers: int = 1, env: dict | None = None,
-                 http_server: str = "daphne") -> ServerProcess:
-    """`python -m mission_weave.runtime.serve` (or another of HTTP_SERVERS) on `port`, returned
-    once GET /api/v1/authority answers. `env` defaults to this process's environment
-    with DEBUG off and a metrics folder of the server's own."""
+                 http_server: str = "daphne", tree: Path = ROOT) -> ServerProcess:
+    """`python -m mission_weave.runtime.serve` (or another of HTTP_SERVERS) on `port`, run
+    from `tree` (a checkout of this repository), returned once GET /api/v1/authority
+    answers. `env` defaults to this process's environment with DEBUG off and a metrics
+    folder of the server's own."""
     metrics = None
     if env is None:
         # Metric files of its own: its /metrics counts its commands, not those of another
@@ -88,7 +89,7 @@ def start_server(port: int, workers: int = 1, env: dict | None = None,
     # server once it logs a line per request (MW_REQUEST_LOG).
     log = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the server process)
     process = ServerProcess(
-        [sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)], cwd=ROOT, env=env,
+        [sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)], cwd=tree, env=env,
         stdout=subprocess.DEVNULL, stderr=log)
     process.log, process.port, process.metrics = log, port, metrics
     deadline = time.monotonic() + 60
@@ -105,7 +106,7 @@ def start_server(port: int, workers: int = 1, env: dict | None = None,
         if process.poll() is not None or time.monotonic() > deadline:
             stop_server(process)
             log.seek(0)
-            raise RuntimeError("the server did not start: "
+            raise RuntimeError(f"the server ({tree}, {http_server}) did not start: "
                                + log.read().decode(errors="replace")[-3000:])
         time.sleep(0.2)
 

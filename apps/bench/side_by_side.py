@@ -15,46 +15,24 @@ transaction's CPU (the mean of its two runs), as `mw_bench` reports them.
 """
 
 import argparse
-import http.client
 import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
-import time
+from pathlib import Path
 
 import django
 
 
 def start(tree: str, http_server: str, workers: int):
-    from .harness import HTTP_SERVERS, ServerProcess, free_port
+    from .harness import free_port, start_server
 
     port = free_port()
     tree = os.path.abspath(tree)
     env = {**os.environ, "DEBUG": "0", "SECRET_KEY": "bench" * 10,
            "MW_METRICS_DIR": tempfile.mkdtemp(prefix="mw-bench-metrics-"),
            "PYTHONPATH": f"{tree}:{tree}/sdk/src"}
-    log = tempfile.TemporaryFile()  # noqa: SIM115 (closed with the server process)
-    process = ServerProcess([sys.executable, "-m", *HTTP_SERVERS[http_server](port, workers)],
-                            cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=log)
-    process.log, process.port, process.metrics = log, port, None
-    deadline = time.monotonic() + 60
-    while True:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-        try:
-            connection.request("GET", "/api/v1/authority")
-            if connection.getresponse().status == 200:
-                return process
-        except OSError:
-            pass
-        finally:
-            connection.close()
-        if process.poll() is not None or time.monotonic() > deadline:
-            log.seek(0)
-            raise RuntimeError(f"{tree} ({http_server}) did not start: "
-                               + log.read().decode(errors="replace")[-3000:])
-        time.sleep(0.2)
+    return start_server(port, workers, env, http_server, Path(tree))
 
 
 def main(argv=None) -> dict:
