@@ -28,9 +28,7 @@ from tests.faults import procs
 from tests.integration.notify_smtp import smtp_server
 from tests.integration.test_notify_mail import ready_for_approval
 
-pytestmark = [pytest.mark.django_db(transaction=True),
-              pytest.mark.skipif(os.environ.get("MW_FAULT_TESTS") != "1",
-                                 reason="a fault test: make test-faults")]
+pytestmark = pytest.mark.django_db(transaction=True)
 
 CLAIM_SECONDS = 2
 
