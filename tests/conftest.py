@@ -42,6 +42,15 @@ def eager():
     celery_app.conf.task_always_eager = previous
 
 
+@pytest.fixture
+def broker():
+    """Celery as in production: tasks go to a broker, not run inline."""
+    previous = celery_app.conf.task_always_eager
+    celery_app.conf.task_always_eager = False
+    yield
+    celery_app.conf.task_always_eager = previous
+
+
 # --- totals a test reports at the end of the run ------------------------------------------
 # A test's own print is lost under pytest-xdist (a worker's output is captured); what it
 # hands to `report` travels with its result to the controller, which prints it last.

@@ -11,7 +11,7 @@ so a busy Group makes one task per pause rather than one per commit.
 
 A hint is only a hint: one lost with its process, or with Redis, leaves a cursor behind
 its Group's head, and the app's beat catch-up finds it. At a normal exit the thread gets
-FLUSH_SECONDS to send what it holds."""
+ProcessThread.FLUSH_SECONDS to send what it holds."""
 
 import atexit
 import logging
@@ -26,37 +26,24 @@ from django.db import close_old_connections, connection
 log = logging.getLogger(__name__)
 
 
-class GroupHints:
+class ProcessThread:
+    """A queue that a daemon thread of this process drains with `run(queue)`, started on
+    the first `put`, and again in a forked child (daphne's workers, the fault tests' fork
+    server), which has the parent's queue but not its thread. `run` returns when it takes
+    None: at a normal exit `flush` gives it FLUSH_SECONDS to send what it holds. What it
+    holds when the process dies is lost; its users say how that is found again."""
+
     FLUSH_SECONDS = 2.0
 
-    def __init__(self, name: str, send: Callable[[str], None],
-                 watched: Callable[[], frozenset], watched_seconds: float = 5.0,
-                 pause_seconds: float = 0.05) -> None:
-        self.name, self._send, self._watched_now = name, send, watched
-        self.watched_seconds, self.pause_seconds = watched_seconds, pause_seconds
+    def __init__(self, name: str, run: Callable[[queue.SimpleQueue], None]) -> None:
+        self.name, self._run = name, run
         self._lock = threading.Lock()
         self._pid: int | None = None
         self._queue: queue.SimpleQueue = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
-        self._watched: frozenset = frozenset()
-        self._read_at = 0.0
         atexit.register(self.flush)
 
-    def put(self, group_id: str) -> None:
-        self._started().put(group_id)
-
-    def forget(self) -> None:
-        """Re-read which Groups are watched before the next round."""
-        self._read_at = 0.0
-
-    def flush(self) -> None:
-        if self._thread is not None and self._pid == os.getpid():
-            self._queue.put(None)
-            self._thread.join(self.FLUSH_SECONDS)
-            self._pid = None
-
-    def _started(self) -> queue.SimpleQueue:
-        # Per process: a forked child has the parent's queue but not its thread.
+    def put(self, item) -> None:
         if self._pid != os.getpid():
             with self._lock:
                 if self._pid != os.getpid():
@@ -65,7 +52,36 @@ class GroupHints:
                                                     name=self.name, daemon=True)
                     self._thread.start()
                     self._pid = os.getpid()
-        return self._queue
+        self._queue.put(item)
+
+    def flush(self) -> None:
+        if self._thread is not None and self._pid == os.getpid():
+            self._queue.put(None)
+            self._thread.join(self.FLUSH_SECONDS)
+            self._pid = None  # a put after this starts a thread again
+
+
+class GroupHints:
+    """The hints of one app (the module's docstring says how a round goes)."""
+
+    def __init__(self, name: str, send: Callable[[str], None],
+                 watched: Callable[[], frozenset], watched_seconds: float = 5.0,
+                 pause_seconds: float = 0.05) -> None:
+        self.name, self._send, self._watched_now = name, send, watched
+        self.watched_seconds, self.pause_seconds = watched_seconds, pause_seconds
+        self._thread = ProcessThread(name, self._run)
+        self._watched: frozenset = frozenset()
+        self._read_at = 0.0
+
+    def put(self, group_id: str) -> None:
+        self._thread.put(group_id)
+
+    def forget(self) -> None:
+        """Re-read which Groups are watched before the next round."""
+        self._read_at = 0.0
+
+    def flush(self) -> None:
+        self._thread.flush()
 
     def _run(self, work: queue.SimpleQueue) -> None:
         while (first := work.get()) is not None:

@@ -20,17 +20,15 @@ The review sits above `work` (tests/test_architecture.py): it reads the WorkItem
 work's store, and the artifacts' blobs and manifests (review_facts.py).
 """
 
-import atexit
 import logging
-import os
 import queue
-import threading
 
 from celery import current_app, shared_task
 from django.db import DatabaseError
 from django.utils import timezone
 
 from apps.ledger import pipeline
+from apps.ledger.hints import ProcessThread
 from apps.work import work_store
 from mission_weave.core import evidence_review
 from mission_weave.core.commands.review import current_review, review_step
@@ -66,38 +64,20 @@ def _enqueue(task, *args) -> None:
 
 
 class Sender:
-    """One daemon thread per process that does schedule()'s `delay`s, in order. Eager
-    Celery (tests, the embedded stack without a broker) runs the task at once instead, as
-    before: the answer then follows the review. What the thread has not sent when the
-    process dies is lost, and found again by `resume`, as a task lost with Redis is; at
-    a normal exit it is given FLUSH_SECONDS to send what it holds."""
-
-    FLUSH_SECONDS = 2.0
+    """One daemon thread per process (ProcessThread) that does schedule()'s `delay`s, in
+    order. Eager Celery (tests, the embedded stack without a broker) runs the task at once
+    instead, as before: the answer then follows the review. What the thread has not sent
+    when the process dies is lost, and found again by `resume`, as a task lost with Redis
+    is; at a normal exit it is given ProcessThread.FLUSH_SECONDS to send what it holds."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._pid: int | None = None
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._thread: threading.Thread | None = None
+        self._thread = ProcessThread("review-enqueue", self._run)
 
     def send(self, task, *args) -> None:
         if current_app.conf.task_always_eager:
             _enqueue(task, *args)
             return
-        self._started().put((task, args))
-
-    def _started(self) -> queue.SimpleQueue:
-        # Per process: a forked child (daphne's workers, the fault tests' fork server)
-        # has the parent's queue but not its thread.
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._queue = queue.SimpleQueue()
-                    self._thread = threading.Thread(target=self._run, args=(self._queue,),
-                                                    name="review-enqueue", daemon=True)
-                    self._thread.start()
-                    self._pid = os.getpid()
-        return self._queue
+        self._thread.put((task, args))
 
     @staticmethod
     def _run(work: queue.SimpleQueue) -> None:
@@ -106,15 +86,11 @@ class Sender:
             _enqueue(task, *args)  # logs, never raises: the thread lives on
 
     def flush(self) -> None:
-        """Let the thread send what it holds, for at most FLUSH_SECONDS (at exit)."""
-        if self._thread is not None and self._pid == os.getpid():
-            self._queue.put(None)
-            self._thread.join(self.FLUSH_SECONDS)
-            self._pid = None  # a send after this starts a thread again
+        """Let the thread send what it holds (at exit; tests)."""
+        self._thread.flush()
 
 
 SENDER = Sender()
-atexit.register(SENDER.flush)
 
 
 def _current(group_id: str, item_id: str, submission_revision: int):

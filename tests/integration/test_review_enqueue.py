@@ -22,15 +22,6 @@ PIPELINE = ["work.submitted", "review.integrity_checked", "review.checks_complet
 pytestmark = pytest.mark.usefixtures("blob_root")
 
 
-@pytest.fixture
-def broker():
-    """Celery as in production: tasks go to a broker, not run inline."""
-    previous = celery_app.conf.task_always_eager
-    celery_app.conf.task_always_eager = False
-    yield
-    celery_app.conf.task_always_eager = previous
-
-
 def review_types(s: Scenario, item_id: str) -> list:
     return list(Event.objects.filter(group_id=s.world.group.id, work_item_id=item_id)
                 .order_by("sequence").values_list("type", flat=True))
