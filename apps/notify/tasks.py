@@ -30,6 +30,7 @@ from django.utils import timezone
 
 from apps.identity.models import Membership
 from apps.ledger.hints import GroupHints
+from mission_weave.core import state
 
 from . import sending, waits
 from .models import DIGEST, EVERY, Mail, Preference, Wait
@@ -111,7 +112,7 @@ def digest(now) -> int:
 # usage): most of a busy Group's commits. They are not worth a `notice` of their own; the
 # next look reads past them, and a wait they end is checked again when its mail is sent.
 QUIET = frozenset({"lease.renewed", "work.progress_reported", "work.checkpointed",
-                   "artifact.published", "usage.recorded", "work.schedule_disclosed"})
+                   "artifact.published", state.USAGE_RECORDED, "work.schedule_disclosed"})
 
 
 def hint(group_id: str, documents: list) -> None:

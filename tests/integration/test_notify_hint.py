@@ -2,6 +2,7 @@
 they are most of a busy Group's commits, and the next look reads past them."""
 
 from apps.notify import tasks
+from mission_weave.core.evolve import MUTATORS
 
 
 def test_a_commit_that_cannot_start_a_wait_is_no_hint(monkeypatch, broker):
@@ -11,3 +12,7 @@ def test_a_commit_that_cannot_start_a_wait_is_no_hint(monkeypatch, broker):
     assert hinted == []
     tasks.hint("g1", [{"type": "lease.renewed"}, {"type": "work.blocked"}])
     assert hinted == ["g1"]
+
+
+def test_every_quiet_type_is_an_event_type():
+    assert tasks.QUIET - set(MUTATORS) == set()
