@@ -18,7 +18,7 @@ venv: $(STAMP)
 # its own distribution) and the server, both editable.
 $(STAMP): pyproject.toml sdk/pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q -e ./sdk -e '.[test]'
+	@$(PY) -m pip install -q -e './sdk[mcp,a2a]' -e '.[test]'
 	@touch $@
 
 # The databases (private ones unless DATABASE_URL / REDIS_URL are set), migrations, the
