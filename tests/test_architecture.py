@@ -5,6 +5,9 @@ nesting level, of every module:
 - mission_weave.core (the pure core) imports only itself and the protocol, and nothing of
   the shell (Django, DRF, Channels, Celery) or of apps/.
 - mission_weave.sdk (the Agent SDK) imports only itself and the protocol, and no shell.
+- The bridges beside it, mission_weave.mcp_server and mission_weave.a2a_bridge, are SDK
+  clients: they import the SDK, the protocol and themselves, never the server; and only
+  each one imports its optional package (`mcp`, `a2a`), so the SDK installs without them.
 - The shell apps are layered, each importing only the core, the protocol, the project
   package and the apps below it in APP_LAYERS; so no two apps import each other.
 
@@ -33,7 +36,13 @@ SHELL = frozenset({"django", "rest_framework", "drf_spectacular", "channels", "c
 # The project package's own modules (settings, urls, asgi, ...) are shell; these are not.
 PURE_PACKAGES = {"mission_weave.protocol": {"mission_weave.protocol"},
                  "mission_weave.core": {"mission_weave.core", "mission_weave.protocol"},
-                 "mission_weave.sdk": {"mission_weave.sdk", "mission_weave.protocol"}}
+                 "mission_weave.sdk": {"mission_weave.sdk", "mission_weave.protocol"},
+                 "mission_weave.mcp_server": {"mission_weave.mcp_server", "mission_weave.sdk",
+                                              "mission_weave.protocol"},
+                 "mission_weave.a2a_bridge": {"mission_weave.a2a_bridge", "mission_weave.sdk",
+                                              "mission_weave.protocol"}}
+# The SDK's optional extras (sdk/pyproject.toml), each imported by its bridge alone.
+EXTRAS = {"mcp": "mission_weave.mcp_server", "a2a": "mission_weave.a2a_bridge"}
 
 
 def module_name(path: Path) -> str:
@@ -89,6 +98,15 @@ def test_the_pure_packages_import_only_what_lies_below_them(package):
         if name.split(".")[0] in SHELL:
             return False
         return not first_party(name) or any(within(name, p) for p in allowed_packages)
+
+    assert breaks(sources(package.replace(".", "/")), allowed) == []
+
+
+@pytest.mark.parametrize("package", sorted(PURE_PACKAGES))
+def test_an_optional_package_is_imported_only_by_its_bridge(package):
+    def allowed(path, name):
+        bridge = EXTRAS.get(name.split(".")[0])
+        return bridge is None or bridge == package
 
     assert breaks(sources(package.replace(".", "/")), allowed) == []
 
