@@ -268,6 +268,12 @@ class Client:
         response = self.connection.getresponse()
         return response.status, json.loads(response.read())
 
+    def get(self, path: str) -> int:
+        self.connection.request("GET", path, headers=self.headers)
+        response = self.connection.getresponse()
+        response.read()
+        return response.status
+
     def close(self):
         self.connection.close()
 

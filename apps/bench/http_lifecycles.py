@@ -222,6 +222,34 @@ def run_http(port: int, plans: list, server_pid: int | None = None) -> dict:
     return result
 
 
+# What the server spends carrying a request that does no work: /healthz is answered by the
+# first middleware (the server, the ASGI handler and the request log); the public
+# /api/v1/authority goes through every middleware and DRF, with no database.
+FLOOR_PATHS = ("/healthz", "/api/v1/authority")
+
+
+def run_floor(port: int, server_pid: int, clients: int, requests: int) -> dict:
+    """The server's CPU per request on each of FLOOR_PATHS, `requests` GETs from
+    `clients` keep-alive clients: the share of a command's cost that is the HTTP stack's,
+    not the command's."""
+    floor = {}
+    for path in FLOOR_PATHS:
+        statuses: list[int] = []
+
+        def client(_plan, ready, path=path, statuses=statuses):
+            http = Client(port)
+            ready()
+            statuses.extend(http.get(path) for _ in range(requests // clients))
+            http.close()
+
+        meter = CpuMeter(server_pid).start()
+        run_together(client, [None] * clients)
+        cpu = meter.stop(len(statuses))
+        assert set(statuses) == {200}, f"{path} answered {sorted(set(statuses))}"
+        floor[path] = cpu["server"]
+    return floor
+
+
 def in_process_share(count: int, clients: int) -> int:
     """How many of `count` lifecycles (or leases) to run again in-process: a fifth, and
     one per client at least."""
@@ -315,9 +343,14 @@ def ratios(api: dict, raw: dict, alone: dict, raw_alone: dict, trips: dict) -> d
     raw_cpu = sum(raw["cpuMsPerTransaction"].values())
     cpu = api.get("cpuMsPerCommand", {})
     raw_latency = raw_alone["latency"]
+    floor = api.get("serverCpuMsPerRequestDoingNothing", {})
     return {
         "cpuRatio": round(sum(cpu.values()) / raw_cpu, 2) if raw_cpu else None,
         "serverCpuRatio": round(cpu.get("server", 0.0) / raw_cpu, 2) if raw_cpu else None,
+        # The same ratio for a request that does nothing: below it no command can go
+        # on this HTTP stack.
+        "floorCpuRatio": {path: round(ms / raw_cpu, 2) for path, ms in floor.items()}
+        if raw_cpu else None,
         "roundTrips": trips,
         "latencyRatio": {
             "p50": round(alone["latencyAll"]["p50Ms"] / raw_latency["p50Ms"], 2),
@@ -428,6 +461,8 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
         try:
             servers[http_server] = run_http(process.port, prepared["plans"], process.pid)
             servers[http_server]["groupCommit"] = group_commit_batches(process.port)
+            servers[http_server]["serverCpuMsPerRequestDoingNothing"] = run_floor(
+                process.port, process.pid, clients, servers[http_server]["commands"])
             if not index:
                 report(f"[{name}] HTTP, one command at a time...")
                 one_at_a_time = run_one_at_a_time(process.port, single["plans"])
