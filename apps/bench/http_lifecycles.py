@@ -461,8 +461,10 @@ def scenario(name: str, groups: int, lifecycles: int, clients: int, workers: int
         try:
             servers[http_server] = run_http(process.port, prepared["plans"], process.pid)
             servers[http_server]["groupCommit"] = group_commit_batches(process.port)
+            # At least 1,000 requests: the kernel counts CPU in hundredths of a second.
             servers[http_server]["serverCpuMsPerRequestDoingNothing"] = run_floor(
-                process.port, process.pid, clients, servers[http_server]["commands"])
+                process.port, process.pid, clients,
+                max(servers[http_server]["commands"], 1000))
             if not index:
                 report(f"[{name}] HTTP, one command at a time...")
                 one_at_a_time = run_one_at_a_time(process.port, single["plans"])

@@ -39,6 +39,11 @@ def assert_lifecycles(result, groups, lifecycles):
     assert api["cpuMsPerCommand"]["server"] > 0 and raw["cpuMsPerTransaction"]["client"] > 0
     # The ratios a script reads (docs/performance.md, "Running the benchmarks").
     assert result["cpuRatio"] > result["serverCpuRatio"] > 0
+    # A request that does nothing costs the server less than a command, and /healthz,
+    # answered by the first middleware, less than a request through all of them.
+    floor = api["serverCpuMsPerRequestDoingNothing"]
+    assert 0 < floor["/healthz"] < floor["/api/v1/authority"] < api["cpuMsPerCommand"]["server"]
+    assert set(result["floorCpuRatio"]) == set(floor)
     assert set(result["roundTrips"]) == set(api["latency"])
     # BEGIN with the lock and the reads, then the writes with COMMIT; the bearer token from
     # the session cache, as the API takes it for a command (test_round_trips.py).
