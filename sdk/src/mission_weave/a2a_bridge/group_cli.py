@@ -1,0 +1,70 @@
+"""`mw-a2a-group`: serve one Mission of a MissionWeave Group as an A2A agent.
+
+    mw-a2a-group --url http://127.0.0.1:8000 --key .mw/agents/a2a-desk.json \\
+        --mission m-research [--group grp_demo] [--host 127.0.0.1 --port 9100] \\
+        [--public-url https://desk.example.org/] [--contract-template contract.json]
+
+The key's Agent must be a member of the Group (any role may propose work). The Agent Card
+is at `<public URL>/.well-known/agent-card.json`, the JSON-RPC endpoint at `<public URL>`.
+"""
+
+import argparse
+import asyncio
+import logging
+from collections.abc import Sequence
+
+import uvicorn
+
+from mission_weave.sdk.client import ApiError, Client
+from mission_weave.sdk.keys import AgentKey
+
+from .group import GroupBridge
+from .group_contract import load_template
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="mw-a2a-group", description="Serve a MissionWeave Group's Mission as an A2A "
+        "agent: each A2A message becomes a work.propose for the Mission's Coordinator.")
+    parser.add_argument("--url", default="http://127.0.0.1:8000",
+                        help="the Group Authority (default: %(default)s)")
+    parser.add_argument("--key", required=True, help="the bridge Agent's key file")
+    parser.add_argument("--mission", required=True, help="the Mission that receives proposals")
+    parser.add_argument("--group", help="the Group (default: the key file's groupId)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--public-url", help="the URL A2A clients reach this agent at "
+                        "(default: http://HOST:PORT/)")
+    parser.add_argument("--contract-template", metavar="FILE", help="a JSON object of Work "
+                        "Contract members: the defaults of every proposal (acceptance "
+                        "criteria, deliverables, budgets, ...)")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+
+    try:
+        key = AgentKey.load(args.key)
+        template = load_template(args.contract_template)
+    except (OSError, ValueError, KeyError) as error:
+        parser.error(str(error))
+    group_id = args.group or key.group_id
+    if not group_id:
+        parser.error(f"no Group: pass --group (the key file {args.key} names none)")
+    public_url = args.public_url or f"http://{args.host}:{args.port}/"
+    try:
+        asyncio.run(serve(args.url, key, group_id, args.mission, public_url, template,
+                          args.host, args.port))
+    except ApiError as error:
+        raise SystemExit(f"mw-a2a-group: the Group Authority refused: {error.code}: "
+                         f"{error.message}") from None
+
+
+async def serve(url: str, key: AgentKey, group_id: str, mission_id: str, public_url: str,
+                template: dict[str, object], host: str, port: int) -> None:
+    async with Client(url, key) as client:
+        bridge = await GroupBridge.connect(client, group_id, mission_id, public_url, template)
+        config = uvicorn.Config(bridge.app(), host=host, port=port, log_level="info")
+        await uvicorn.Server(config).serve()
+
+
+if __name__ == "__main__":
+    main()
