@@ -1,0 +1,47 @@
+"""Evidence (§13.2) as a tool takes it from an LLM, and as the protocol carries it:
+`{id, subject, criteria, method, result, producer, timestamp, artifacts}`, the producer
+always the sending Agent."""
+
+import uuid
+from collections.abc import Iterable
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from mission_weave.protocol.json_types import JsonObject
+from mission_weave.protocol.timefmt import format_time
+from mission_weave.sdk.client import utcnow
+
+
+class EvidenceInput(BaseModel):
+    """One Evidence record: which acceptance criteria it covers and what was found."""
+
+    criteria: list[str] = Field(description="Ids of the contract's acceptance criteria this "
+                                "record covers, e.g. [\"ac1\", \"ac2\"]. Together, the records "
+                                "must cover every criterion.")
+    result: str = Field(description="What was found, starting with 'pass' or 'fail', e.g. "
+                        "'pass: every section of the report has a paragraph'.")
+    method: Annotated[str, Field(description="How it was checked, e.g. 'self-check', "
+                                 "'word-count', 'ran the tests'.")] = "self-check"
+    artifacts: Annotated[list[str] | None, Field(
+        description="Content hashes ('sha256:...') the record cites. Default: what you "
+                    "published for this deliverable (or for this WorkItem) in this "
+                    "attempt.")] = None
+    deliverable: Annotated[str | None, Field(
+        description="The contract's deliverable id this record delivers (needed when the "
+                    "contract has more than one deliverable); its artifacts deliver it.")] = None
+
+
+def record(producer: str, work_item_id: str, given: EvidenceInput,
+           default_artifacts: Iterable[str]) -> JsonObject:
+    subject = f"deliverable:{given.deliverable}" if given.deliverable \
+        else f"workItem:{work_item_id}"
+    return {"id": f"ev-{uuid.uuid4().hex[:16]}", "subject": subject,
+            "criteria": list(given.criteria), "method": given.method, "result": given.result,
+            "producer": producer, "timestamp": format_time(utcnow()),
+            "artifacts": list(given.artifacts if given.artifacts is not None
+                              else default_artifacts)}
+
+
+def criteria_of(contract: JsonObject) -> list[str]:
+    return [criterion["id"] for criterion in contract.get("acceptanceCriteria") or ()]
