@@ -298,3 +298,57 @@ def test_a_second_groups_bridge_never_sees_the_first_groups_work(live_group, tmp
     assert [p["proposalId"] for p in proposed] == [theirs.id]
     assert [p["contract"]["goal"] for p in proposed] == ["Second Group's work"]
     assert not any(e["data"].get("proposalId") == theirs.id for e in first_events)
+
+
+async def stream(a2a, request: SendMessageRequest, states: list, texts: list) -> None:
+    """Follow the task over the SSE stream until it ends: each state, and what it said."""
+    async for response in a2a.send_message(request):
+        status = response.task.status if response.HasField("task") \
+            else response.status_update.status
+        if response.HasField("task") or response.HasField("status_update"):
+            states.append(status.state)
+            texts.append("\n".join(get_text_parts(status.message.parts)))
+
+
+def test_a_streaming_client_sees_the_coordinator_cancel_the_work_and_the_mission(live_group,
+                                                                                 tmp_path):
+    g, url = live_group.group_id, live_group.server.url
+    desk = bridge_agent(g, tmp_path, f"desk-{uuid.uuid4().hex[:8]}")
+
+    async def scenario():
+        async with live_group.client(live_group.coordinator) as c:
+            await c.open_session()
+            mission_id = await new_mission(c, g, "Streaming desk")
+            async with serving(url, desk, g, mission_id) as public_url, \
+                    httpx.AsyncClient(timeout=20) as http:
+                a2a = await create_client(public_url, ClientConfig(httpx_client=http))
+                (first, first_texts), (second, second_texts) = ([], []), ([], [])
+                streams = [asyncio.create_task(stream(a2a, message(new_text_part(goal)),
+                                                      states, texts))
+                           for goal, states, texts in (("Authorized, then cancelled", first,
+                                                        first_texts),
+                                                       ("Never authorized", second,
+                                                        second_texts))]
+                await until(lambda: first and second)
+                proposals = [e["data"] for e in (await c.events(g, 0))["events"]
+                             if e["type"] == "work.proposed"]
+                authorized = next(p["proposalId"] for p in proposals
+                                  if p["contract"]["goal"] == "Authorized, then cancelled")
+                await authorize(c, g, mission_id, authorized, "doomed")
+                await until(lambda: len(first) == 2)
+                await c.command(g, "work.cancel", {"reason": "no longer needed"},
+                                workItemId="doomed")
+                await asyncio.wait_for(streams[0], 20)
+                await c.command(g, "mission.cancel", {"missionId": mission_id,
+                                                      "reason": "the desk closes"})
+                await asyncio.wait_for(streams[1], 20)
+                return first, first_texts, second, second_texts
+
+    first, first_texts, second, second_texts = run(scenario())
+
+    assert first == [TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_WORKING,
+                     TaskState.TASK_STATE_CANCELED]
+    assert "WorkItem doomed" in first_texts[1]
+    assert first_texts[2] == "WorkItem doomed was cancelled: no longer needed"
+    assert second == [TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_CANCELED]
+    assert "the desk closes" in second_texts[1]
