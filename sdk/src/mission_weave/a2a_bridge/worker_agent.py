@@ -1,0 +1,151 @@
+"""The remote A2A agent as the bridge talks to it, through a2a-sdk's client: its Agent
+Card (the card resolver), messages (streamed when the agent streams), a task read,
+resubscribed to or cancelled, and a file part's URL downloaded.
+
+Every failure of the agent or of the way to it (unreachable, an HTTP or JSON-RPC error, a
+refused request) is raised as `AgentError`, one readable sentence naming the agent and
+what was being done; URLs are shown without any credentials they carry."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
+from a2a.client import Client as A2AClient
+from a2a.types import (
+    AgentCard,
+    CancelTaskRequest,
+    GetTaskRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    StreamResponse,
+    SubscribeToTaskRequest,
+    Task,
+)
+from a2a.utils.errors import A2AError
+
+# A2A calls may stay silent while the agent works (streams above all): no read timeout.
+TIMEOUT = httpx.Timeout(30.0, read=None)
+LONGEST_DOWNLOAD = 64 * 1024 * 1024  # a file part's URL, downloaded to be published
+CREDENTIALS = re.compile(r"//[^/@\s]+@")  # user:password@ in a URL quoted by an error
+FAILURES = (A2AError, httpx.HTTPError, OSError, ValueError, NotImplementedError)
+
+
+class AgentError(Exception):
+    """The A2A agent could not be reached or refused; the message says which and why."""
+
+
+def shown(url: str) -> str:
+    """`url` without user and password, for messages and logs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+@contextmanager
+def _talking(to: str, doing: str) -> Iterator[None]:
+    try:
+        yield
+    except AgentError:
+        raise
+    except FAILURES as error:
+        reason = getattr(error, "message", None) or str(error) or type(error).__name__
+        raise AgentError(f"{doing} with the A2A agent {to} failed: "
+                         f"{type(error).__name__}: {CREDENTIALS.sub('//', reason)}") from error
+
+
+async def fetch_card(url: str, http: httpx.AsyncClient | None = None) -> AgentCard:
+    """The agent's A2A Agent Card from `<url>/.well-known/agent-card.json`."""
+    async with _http(http) as client:
+        with _talking(shown(url), "fetching the Agent Card"):
+            return await A2ACardResolver(client, url).get_agent_card()
+
+
+@asynccontextmanager
+async def _http(given: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
+    """The given httpx client, or one of our own, closed on exit."""
+    if given is not None:
+        yield given
+        return
+    async with httpx.AsyncClient(timeout=TIMEOUT) as own:
+        yield own
+
+
+class RemoteAgent:
+    def __init__(self, url: str, card: AgentCard, client: A2AClient, http: httpx.AsyncClient):
+        self.url, self.card, self.client, self.http = url, card, client, http
+
+    @classmethod
+    async def connect(cls, url: str) -> RemoteAgent:
+        """Fetch the agent's card and make a client for the transport it offers."""
+        http = httpx.AsyncClient(timeout=TIMEOUT)
+        try:
+            card = await fetch_card(url, http)
+            with _talking(shown(url), "choosing a transport"):
+                client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+        except BaseException:
+            await http.aclose()
+            raise
+        return cls(url, card, client, http)
+
+    async def aclose(self) -> None:
+        await self.client.close()
+        await self.http.aclose()
+
+    @property
+    def name(self) -> str:
+        return self.card.name or shown(self.url)
+
+    def _talking(self, doing: str) -> AbstractContextManager[None]:
+        return _talking(f"{self.name} ({shown(self.url)})", doing)
+
+    async def send(self, parts: list[Part], task_id: str | None = None,
+                   context_id: str | None = None,
+                   metadata: dict[str, object] | None = None) -> AsyncIterator[StreamResponse]:
+        """Send a user message (to a task of the agent when `task_id`); its events follow
+        (one Task or Message when the agent does not stream)."""
+        message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=parts,
+                          task_id=task_id or "", context_id=context_id or "")
+        if metadata:
+            message.metadata.update(metadata)
+        with self._talking("sending a message"):
+            async for event in self.client.send_message(SendMessageRequest(message=message)):
+                yield event
+
+    async def follow(self, task_id: str) -> AsyncIterator[StreamResponse]:
+        """The events of a task under way (resubscribing), or the task once when the
+        agent does not stream."""
+        if not self.card.capabilities.streaming:
+            yield StreamResponse(task=await self.task(task_id))
+            return
+        with self._talking(f"following task {task_id}"):
+            async for event in self.client.subscribe(SubscribeToTaskRequest(id=task_id)):
+                yield event
+
+    async def task(self, task_id: str) -> Task:
+        with self._talking(f"reading task {task_id}"):
+            return await self.client.get_task(GetTaskRequest(id=task_id))
+
+    async def cancel(self, task_id: str) -> Task:
+        with self._talking(f"cancelling task {task_id}"):
+            return await self.client.cancel_task(CancelTaskRequest(id=task_id))
+
+    async def download(self, url: str) -> bytes:
+        """The bytes a file part points to (at most LONGEST_DOWNLOAD)."""
+        with self._talking(f"downloading {shown(url)}"):
+            async with self.http.stream("GET", url) as response:
+                response.raise_for_status()
+                data = bytearray()
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > LONGEST_DOWNLOAD:
+                        raise ValueError(f"the file is larger than {LONGEST_DOWNLOAD} bytes")
+                return bytes(data)

@@ -1,0 +1,234 @@
+"""`mw-a2a-worker` against the live server (tests/sdk/conftest.py) and an A2A agent built
+on a2a-sdk's server classes (a2a_test_agent.py): `register` makes the Agent from the
+agent's card, and the bridge's Worker runs a WorkItem as an A2A task: progress, a
+question relayed as a block and answered in the Conversation, the artifact published and
+verified; a cancellation cancels the A2A task."""
+
+import asyncio
+import json
+import stat
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from mission_weave.a2a_bridge.worker import A2AWork
+from mission_weave.a2a_bridge.worker_agent import RemoteAgent
+from mission_weave.a2a_bridge.worker_cli import main as mw_a2a_worker
+from mission_weave.a2a_bridge.worker_state import TaskLinks
+from mission_weave.protocol.timefmt import format_time
+from mission_weave.sdk.client import ApiError, Client, utcnow
+from mission_weave.sdk.keys import AgentKey
+from mission_weave.sdk.worker import Worker
+from tests.samples import contract
+from tests.sdk.a2a_test_agent import QUESTION, TestAgent
+from tests.sdk.conftest import OWNER, run
+from tests.sdk.test_live import until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ANSWER = "The risks section, please."
+SUMMARIZE = [{"id": "summarize", "version": "2"}]  # the test agent is version 2.1.0
+# Criteria the server's review decides by itself (deterministic checks, §13.2).
+CRITERIA = [{"id": "ac1", "description": "A Markdown summary",
+             "method": "check:media-type:text/markdown"},
+            {"id": "ac2", "description": "Not empty", "method": "check:non-empty"}]
+
+
+@pytest.fixture
+def a2a_agent():
+    agent = TestAgent().start()
+    yield agent
+    agent.stop()
+
+
+@pytest.fixture
+def patient_agent():
+    agent = TestAgent(patient=True).start()
+    yield agent
+    agent.stop()
+
+
+def register(live_group, agent, tmp_path, capsys) -> tuple[AgentKey, dict, str]:
+    """`mw-a2a-worker register`, then the operator commands it prints, done the test's
+    way (the registry): the bridge's key, its Agent Card and what register printed."""
+    from apps.identity import registry
+    from apps.ledger.models import Group
+
+    agent_id = f"a2a-{uuid.uuid4().hex[:8]}"
+    key_file = tmp_path / "agents" / f"{agent_id}.json"
+    mw_a2a_worker(["register", "--a2a-url", agent.url, "--agent-id", agent_id,
+                   "--group", live_group.group_id, "--out", str(key_file)])
+    printed = capsys.readouterr().out
+    card = json.loads((tmp_path / "agents" / f"{agent_id}.card.json").read_text())
+    key = AgentKey.load(key_file)
+    registered = registry.register_agent(agent_id, key.public_key, card)
+    assert registered.key_id == key.key_id
+    registry.add_member(Group.objects.get(id=live_group.group_id), key.principal, ["worker"])
+    return key, card, printed
+
+
+def bridge(live_group, key, agent, tmp_path, body, timeout=60):
+    """Run `body(coordinator_client, worker)` beside the bridge's Worker."""
+    links = tmp_path / "links.json"
+
+    async def scenario():
+        remote = await RemoteAgent.connect(agent.url)
+        async with live_group.client(live_group.coordinator) as c, \
+                Client(live_group.server.url, key, backoff_seconds=0.05) as wc:
+            await c.open_session()
+            worker = Worker(wc, [live_group.group_id], A2AWork(remote, TaskLinks(links)),
+                            tmp_path / "bridge.sqlite3", tick_seconds=0.2)
+            stop = asyncio.Event()
+            task = asyncio.create_task(worker.run(stop))
+            await asyncio.wait_for(worker.ready.wait(), 20)
+            try:
+                return await body(c, worker)
+            finally:
+                stop.set()
+                await asyncio.wait_for(task, 20)
+                await remote.aclose()
+    return run(scenario(), timeout)
+
+
+async def offered(c, group_id, item_id, agent_id) -> dict:
+    """A Mission with one WorkItem needing `summarize` v2, offered to `agent_id`."""
+    mission_id = f"m-{uuid.uuid4().hex[:8]}"
+    work = contract(capabilities=SUMMARIZE, acceptanceCriteria=CRITERIA)
+    await c.command(group_id, "mission.create", {"missionId": mission_id, "title": "A2A",
+                                                 "ownerId": OWNER,
+                                                 "coordinatorId": c.principal})
+    await c.command(group_id, "work.authorize", {"workItemId": item_id,
+                                                 "missionId": mission_id, "contract": work})
+    await c.command(group_id, "work.offer", {
+        "candidates": [agent_id], "mode": "sequential",
+        "expiresAt": format_time(utcnow() + timedelta(minutes=5))}, workItemId=item_id)
+    return work
+
+
+def in_state(c, group_id, item_id, state):
+    async def check():
+        item = await c.work_item(group_id, item_id)
+        return item if item["state"] == state else None
+    return check
+
+
+def test_register_writes_the_card_with_the_skills_as_capabilities(live_group, a2a_agent,
+                                                                  tmp_path, capsys):
+    key, card, printed = register(live_group, a2a_agent, tmp_path, capsys)
+
+    assert card == {"version": "2.1.0", "maxConcurrency": 1,
+                    "capabilities": [{"id": "summarize", "version": "2"},
+                                     {"id": "research", "version": "2"}]}
+    key_file = tmp_path / "agents" / f"{key.agent_id}.json"
+    assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+    assert key.group_id == live_group.group_id
+    assert (f"python manage.py mw_register_agent {key.agent_id} "
+            f"--public-key={key.public_key} --card {key_file.with_suffix('')}.card.json"
+            ) in printed
+    assert (f"python manage.py mw_add_member {live_group.group_id} {key.principal} "
+            "--roles worker") in printed
+    assert key.public_key in printed and "privateKey" not in printed
+
+
+def test_register_says_so_when_the_agent_cannot_be_reached(tmp_path, capsys):
+    with pytest.raises(SystemExit) as refused:
+        mw_a2a_worker(["register", "--a2a-url", "http://user:secret@127.0.0.1:9",
+                       "--agent-id", "nobody", "--group", "grp_x",
+                       "--out", str(tmp_path / "nobody.json")])
+
+    said = str(refused.value)
+    assert said.startswith("fetching the Agent Card with the A2A agent http://127.0.0.1:9 "
+                           "failed: AgentCardResolutionError")
+    assert "secret" not in said
+    assert not (tmp_path / "nobody.json").exists()
+
+
+def test_the_agent_works_asks_is_answered_in_the_conversation_and_is_verified(
+        live_group, a2a_agent, tmp_path, capsys):
+    g = live_group.group_id
+    key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
+
+    async def body(c, worker):
+        work = await offered(c, g, "brief", key.agent_id)
+        blocked = await until(in_state(c, g, "brief", "blocked"), timeout=30)
+        links_while_blocked = json.loads((tmp_path / "links.json").read_text())
+        await c.command(g, "conversation.post", {"kind": "message", "text": ANSWER},
+                        workItemId="brief")
+        await c.command(g, "work.unblock", {"resolution": "answered in the Conversation"},
+                        workItemId="brief")
+        submitted = await until(in_state(c, g, "brief", "submitted"), timeout=30)
+
+        async def accepted():  # once the review (inline on the server) passed it
+            how = {"id": f"ev-{uuid.uuid4().hex[:12]}", "subject": "workItem:brief",
+                   "criteria": ["ac1", "ac2"], "method": "test coordinator: the review",
+                   "result": "pass", "producer": c.principal,
+                   "timestamp": format_time(utcnow()), "artifacts": []}
+            try:
+                return await c.command(g, "work.accept_result", {"evidence": [how]},
+                                       workItemId="brief")
+            except ApiError as error:
+                if error.code != "REVIEW_PENDING":
+                    raise
+                return None
+        await until(accepted)
+        item = await c.work_item(g, "brief")
+        audit = await c.get(f"/api/v1/groups/{g}/work-items/brief/audit")
+        artifact = submitted["submission"]["artifacts"][0]
+        manifest = (await c.get(f"/api/v1/groups/{g}/artifacts/{artifact}"))["manifest"]
+        return (work, blocked, links_while_blocked, submitted, item, audit["events"],
+                await c.get_blob(artifact), manifest)
+
+    work, blocked, links, submitted, item, events, data, manifest = bridge(
+        live_group, key, a2a_agent, tmp_path, body)
+
+    assert item["state"] == "verified"
+    progress = [e["data"]["progress"] for e in events if e["type"] == "work.progress_reported"]
+    assert progress == [{"phase": "a2a:working", "milestones": ["reading the contract"]},
+                        {"phase": "a2a:working", "milestones": ["drafting the summary"]}]
+    assert blocked["requiredResolution"] == QUESTION
+    [(link_key, link)] = links.items()
+    assert link_key == f"{g}/brief" and link["blockedAt"] is not None
+    # The agent got the contract (its brief as text, the whole as data), then the answer.
+    assert [m.task_id for m in a2a_agent.seen.messages] == [link["taskId"]] * 2
+    assert a2a_agent.seen.texts()[0].startswith(f"Goal: {work['goal']}\n")
+    assert "- ac2: Not empty" in a2a_agent.seen.texts()[0]
+    [sent] = a2a_agent.seen.data()
+    assert sent["acceptanceCriteria"] == work["acceptanceCriteria"]
+    assert a2a_agent.seen.texts()[1] == ANSWER
+    # Its artifact, published and cited by Evidence for each criterion.
+    assert data == f"# Summary\n\nFocused on: {ANSWER}\n".encode()
+    assert manifest["mediaType"] == "text/markdown" and manifest["producer"] == key.agent_id
+    evidence = submitted["submission"]["evidence"]
+    assert [(e["criteria"], e["method"], e["result"], e["artifacts"]) for e in evidence] == [
+        (["ac1"], "a2a:Test Summarizer", "pass", [manifest["hash"]]),
+        (["ac2"], "a2a:Test Summarizer", "pass", [manifest["hash"]])]
+    types = [e["type"] for e in events]
+    assert types.count("work.started") == 2
+    assert types.index("work.blocked") < types.index("conversation.message_posted") \
+        < types.index("work.unblocked") < types.index("work.submitted")
+    assert json.loads((tmp_path / "links.json").read_text()) == {}
+
+
+def test_a_cancelled_work_item_cancels_its_a2a_task(live_group, patient_agent, tmp_path,
+                                                    capsys):
+    g = live_group.group_id
+    key, _, _ = register(live_group, patient_agent, tmp_path, capsys)
+
+    async def body(c, worker):
+        await offered(c, g, "long", key.agent_id)
+
+        async def working():
+            audit = await c.get(f"/api/v1/groups/{g}/work-items/long/audit")
+            return len([e for e in audit["events"] if e["type"] == "work.progress_reported"]) == 2
+        await until(working, timeout=30)
+        task_id = json.loads((tmp_path / "links.json").read_text())[f"{g}/long"]["taskId"]
+        await c.command(g, "work.cancel", {"reason": "no longer needed"}, workItemId="long")
+        await until(lambda: patient_agent.seen.cancelled, timeout=20)
+        return task_id, await c.work_item(g, "long")
+
+    task_id, item = bridge(live_group, key, patient_agent, tmp_path, body)
+
+    assert item["state"] == "cancelled"
+    assert patient_agent.seen.cancelled == [task_id]
+    assert json.loads((tmp_path / "links.json").read_text()) == {}
