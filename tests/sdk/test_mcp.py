@@ -91,7 +91,8 @@ def test_a_worker_over_stdio_and_a_coordinator_over_http_take_work_to_verified(l
                        "are in the document.")
             review = await call(coord, "read_review", work_item_id="research")
             conversation = await call(coord, "read_conversation", work_item_id="research")
-            await call(coord, "accept_result", work_item_id="research", summary="facts hold")
+            accepted = await call(coord, "accept_result", work_item_id="research",
+                                  summary="facts hold")
 
             await call(coord, "offer_work_item", work_item_id="report", candidates="auto")
             await take_offer(worker, "report")
@@ -102,11 +103,11 @@ def test_a_worker_over_stdio_and_a_coordinator_over_http_take_work_to_verified(l
             await call(coord, "accept_result", work_item_id="report", summary="well written")
             graph = await resource(coord, f"missionweave://missions/{m}/graph")
             mine = await call(worker, "list_my_work")
-            return (tools, added, started, research, review, conversation, inputs, as_resource,
-                    contract, report, graph, mine)
+            return (tools, added, started, research, review, accepted, conversation, inputs,
+                    as_resource, contract, report, graph, mine)
 
-    (tools, added, started, research, review, conversation, inputs, as_resource, contract,
-     report, graph, mine) = run(scenario(), 90)
+    (tools, added, started, research, review, accepted, conversation, inputs, as_resource,
+     contract, report, graph, mine) = run(scenario(), 90)
 
     coordinator_tools, worker_tools = tools
     # Each sees the tools of its roles (live_group's are coordinator and worker).
@@ -115,6 +116,11 @@ def test_a_worker_over_stdio_and_a_coordinator_over_http_take_work_to_verified(l
     assert added["dependsOn"] == ["research"] and added["contractRevision"] == 2
     assert started["state"] == "active" and started["lease"]["leaseId"]
     assert review["state"] == "submitted" and review["submission"]["artifacts"] == [research]
+    # The review checked the media type; "sound" waited for a reviewer, so the
+    # Coordinator's acceptance overrode it, and says so.
+    verdicts = {c["id"]: c["verdict"] for c in review["review"]["evaluation"]["criteria"]}
+    assert verdicts == {"markdown": "pass", "sound": "pending"}
+    assert accepted["state"] == "verified" and accepted["review"]["overridden"] == ["sound"]
     assert conversation["messages"][-1]["text"].startswith("Done")
     # The report's input is the research's artifact, its text included.
     [dependency] = inputs["dependencies"]
@@ -154,15 +160,17 @@ def test_refusals_come_back_as_tool_errors_with_the_protocol_code(live_group):
     evidence = [{"criteria": ["ac1", "ac2"], "result": "pass: done"}]
 
     async def audit(c, item_id):
-        return [e["type"] for e in (await c.get(f"/api/v1/groups/{g}/work-items/{item_id}"
-                                                "/audit"))["events"]]
+        return await c.get(f"/api/v1/groups/{g}/work-items/{item_id}/audit")
+
+    def types(trail):
+        return [e["type"] for e in trail["events"]]
 
     async def scenario():
         async with live_group.client(live_group.coordinator) as c, \
                 stdio_session(url, w2.key_file, "--lease-seconds", "2",
                               errlog=errlog) as worker:
             await c.open_session()
-            await mission(c, g, {"task": []})
+            await mission(c, g, {"task": [], "quick": []})
             await offer(c, g, "task", w2.name)
             await call(worker, "accept_offer", work_item_id="task")
             without_lease = await refusal(worker, "submit_work", work_item_id="task",
@@ -174,7 +182,7 @@ def test_refusals_come_back_as_tool_errors_with_the_protocol_code(live_group):
             await asyncio.sleep(4.5)  # past two 2-second leases: only renewals keep it
             progress = await call(worker, "report_progress", work_item_id="task",
                                   phase="halfway")
-            kept = await audit(c, "task")
+            kept = types(await audit(c, "task"))
 
             # The lease taken away: the sweeper expires it (as if a minute had passed).
             await asyncio.to_thread(sweep, utcnow() + timedelta(minutes=1))
@@ -182,11 +190,24 @@ def test_refusals_come_back_as_tool_errors_with_the_protocol_code(live_group):
                                          evidence=evidence)
             again = await refusal(worker, "report_progress", work_item_id="task",
                                   phase="still at it")
-            return without_lease, bad_arguments, progress, kept, after_expiry, again, \
-                await audit(c, "task"), await c.work_item(g, "task")
 
-    without_lease, bad_arguments, progress, kept, after_expiry, again, types, item = \
-        run(scenario(), 60)
+            # A submission ends the keeping: no renewal is sent after it.
+            await offer(c, g, "quick", w2.name)
+            await call(worker, "accept_offer", work_item_id="quick")
+            await call(worker, "start_work", work_item_id="quick")
+            await deliver_quick(worker)
+            await asyncio.sleep(1.5)  # more than the 2/3 s between renewals
+            quick = await audit(c, "quick")
+            return without_lease, bad_arguments, progress, kept, after_expiry, again, \
+                types(await audit(c, "task")), await c.work_item(g, "task"), quick
+
+    async def deliver_quick(worker):
+        await call(worker, "publish_deliverable", work_item_id="quick",
+                   media_type="text/markdown", text="# Quick\n")
+        await call(worker, "submit_work", work_item_id="quick", evidence=evidence)
+
+    without_lease, bad_arguments, progress, kept, after_expiry, again, task_types, item, \
+        quick = run(scenario(), 60)
 
     assert without_lease.startswith("VALIDATION_ERROR: "), without_lease
     assert "start_work" in without_lease  # what to do next
@@ -195,5 +216,7 @@ def test_refusals_come_back_as_tool_errors_with_the_protocol_code(live_group):
     assert kept.count("lease.renewed") >= 3 and "lease.expired" not in kept
     assert after_expiry.startswith("LEASE_EXPIRED: "), after_expiry
     assert again.startswith("LEASE_EXPIRED: ") and "lost" in again
-    assert "lease.expired" in types and "work.submitted" not in types
+    assert "lease.expired" in task_types and "work.submitted" not in task_types
     assert item["state"] != "submitted"
+    assert "work.submitted" in types(quick)
+    assert [r["type"] for r in quick["refusedCommands"]] == []  # no renewal after it

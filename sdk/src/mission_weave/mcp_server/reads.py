@@ -104,7 +104,6 @@ async def inputs(agent: Agent, work_item_id: str) -> JsonObject:
 
 CONVERSATION = {
     "conversation.message_posted": lambda d: {"kind": d.get("kind"), "text": d.get("text"),
-                                              "author": d.get("author"),
                                               "messageId": d.get("messageId"),
                                               "resolves": d.get("resolves")},
     "work.blocked": lambda d: {"kind": "blocked", "text": d.get("requiredResolution")},

@@ -220,10 +220,13 @@ def register(server: MCPServer, agent: Agent) -> None:
         given = evidence or [EvidenceInput(criteria=criteria_of(item["contract"]),
                                            result=f"pass: {summary}",
                                            method="coordinator review")]
-        await agent.command("work.accept_result", {
+        answer = await agent.command("work.accept_result", {
             "evidence": [record(agent.principal, work_item_id, e, artifacts) for e in given]},
             workItemId=work_item_id)
-        return {"workItemId": work_item_id, "state": "verified"}
+        verified = next(e["data"] for e in answer["events"] if e["type"] == "work.verified")
+        # The review as decided, and the criteria your Evidence overrode (if any).
+        return {"workItemId": work_item_id, "state": "verified",
+                "review": verified.get("review")}
 
     async def fail_result(
             work_item_id: WorkItemId,

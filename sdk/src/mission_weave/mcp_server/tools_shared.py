@@ -4,6 +4,7 @@ and post to the Conversation.
 
 No `from __future__ import annotations`: the MCP SDK reads the signatures as written."""
 
+import inspect
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Literal
 
@@ -24,7 +25,8 @@ Tool = Callable[..., Awaitable[JsonObject]]
 
 def adder(server: MCPServer) -> Callable[[Tool, ToolAnnotations | None], None]:
     def add(tool: Tool, annotations: ToolAnnotations | None = None) -> None:
-        server.add_tool(answering(tool), annotations=annotations, structured_output=False)
+        server.add_tool(answering(tool), description=inspect.cleandoc(tool.__doc__ or ""),
+                        annotations=annotations, structured_output=False)
     return add
 
 
