@@ -2,9 +2,10 @@
 AgentExecutor, the DefaultRequestHandler, an InMemoryTaskStore and the Starlette routes)
 and served by uvicorn in a thread on a free port.
 
-Its script: two `working` status updates, one question (`input-required`), and after
-the answer a Markdown artifact quoting it, then `completed`. A `patient` agent works
-instead until it is cancelled. It records what it receives and the cancellations."""
+Its script (`asks`): two `working` status updates, one question (`input-required`), and
+after the answer a Markdown artifact quoting it, then `completed`. A `patient` agent
+works instead until it is cancelled; one that `rejects` rejects the task after the two
+updates. It records what it receives and the cancellations."""
 
 import asyncio
 import threading
@@ -31,6 +32,7 @@ from starlette.applications import Starlette
 from apps.bench.harness import free_port
 
 QUESTION = "Which section of the report matters most to you?"
+REFUSAL = "I only summarize reports written in English."
 
 
 @dataclass
@@ -39,7 +41,6 @@ class Seen:
 
     messages: list[Message] = field(default_factory=list)
     cancelled: list[str] = field(default_factory=list)  # task ids
-    working: asyncio.Event | None = None
 
     def texts(self) -> list[str]:
         return [get_message_text(m) for m in self.messages]
@@ -49,8 +50,8 @@ class Seen:
 
 
 class ScriptedExecutor(AgentExecutor):
-    def __init__(self, seen: Seen, patient: bool):
-        self.seen, self.patient = seen, patient
+    def __init__(self, seen: Seen, script: str):
+        self.seen, self.script = seen, script
 
     async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
         assert context.message is not None
@@ -74,8 +75,11 @@ class ScriptedExecutor(AgentExecutor):
         await updater.start_work(say("reading the contract"))
         await asyncio.sleep(0.05)
         await updater.update_status(TaskState.TASK_STATE_WORKING, say("drafting the summary"))
-        if self.patient:
+        if self.script == "patient":
             await asyncio.sleep(60)  # until cancelled
+        elif self.script == "rejects":
+            await updater.reject(say(REFUSAL))
+            return
         await updater.requires_input(say(QUESTION))
 
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
@@ -103,12 +107,12 @@ class TestAgent:
 
     __test__ = False  # not a test class for pytest
 
-    def __init__(self, patient: bool = False):
+    def __init__(self, script: str = "asks"):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.seen = Seen()
         agent_card = card(self.url + "/")
-        handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(self.seen, patient),
+        handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(self.seen, script),
                                         task_store=InMemoryTaskStore(), agent_card=agent_card)
         app = Starlette(routes=[*create_agent_card_routes(agent_card),
                                 *create_jsonrpc_routes(handler, rpc_url="/")])

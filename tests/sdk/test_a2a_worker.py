@@ -21,7 +21,7 @@ from mission_weave.sdk.client import ApiError, Client, utcnow
 from mission_weave.sdk.keys import AgentKey
 from mission_weave.sdk.worker import Worker
 from tests.samples import contract
-from tests.sdk.a2a_test_agent import QUESTION, TestAgent
+from tests.sdk.a2a_test_agent import QUESTION, REFUSAL, TestAgent
 from tests.sdk.conftest import OWNER, run
 from tests.sdk.test_live import until
 
@@ -36,15 +36,9 @@ CRITERIA = [{"id": "ac1", "description": "A Markdown summary",
 
 
 @pytest.fixture
-def a2a_agent():
-    agent = TestAgent().start()
-    yield agent
-    agent.stop()
-
-
-@pytest.fixture
-def patient_agent():
-    agent = TestAgent(patient=True).start()
+def a2a_agent(request):
+    """The test agent; its script (`asks` unless parametrized indirectly) in a2a_test_agent."""
+    agent = TestAgent(getattr(request, "param", "asks")).start()
     yield agent
     agent.stop()
 
@@ -69,15 +63,15 @@ def register(live_group, agent, tmp_path, capsys) -> tuple[AgentKey, dict, str]:
 
 
 def bridge(live_group, key, agent, tmp_path, body, timeout=60):
-    """Run `body(coordinator_client, worker)` beside the bridge's Worker."""
-    links = tmp_path / "links.json"
-
+    """Run `body(coordinator_client, worker)` beside the bridge's Worker, whose links and
+    Cursors are kept in tmp_path (a second bridge there is the first one restarted)."""
     async def scenario():
         remote = await RemoteAgent.connect(agent.url)
         async with live_group.client(live_group.coordinator) as c, \
                 Client(live_group.server.url, key, backoff_seconds=0.05) as wc:
             await c.open_session()
-            worker = Worker(wc, [live_group.group_id], A2AWork(remote, TaskLinks(links)),
+            worker = Worker(wc, [live_group.group_id],
+                            A2AWork(remote, TaskLinks(tmp_path / "links.json")),
                             tmp_path / "bridge.sqlite3", tick_seconds=0.2)
             stop = asyncio.Event()
             task = asyncio.create_task(worker.run(stop))
@@ -91,19 +85,31 @@ def bridge(live_group, key, agent, tmp_path, body, timeout=60):
     return run(scenario(), timeout)
 
 
-async def offered(c, group_id, item_id, agent_id) -> dict:
-    """A Mission with one WorkItem needing `summarize` v2, offered to `agent_id`."""
+def links(tmp_path) -> dict:
+    return json.loads((tmp_path / "links.json").read_text())
+
+
+async def mission(c, group_id, items: dict) -> dict:
+    """A Mission of WorkItems {id: [dependency ids]} needing `summarize` v2: their
+    contracts."""
     mission_id = f"m-{uuid.uuid4().hex[:8]}"
-    work = contract(capabilities=SUMMARIZE, acceptanceCriteria=CRITERIA)
     await c.command(group_id, "mission.create", {"missionId": mission_id, "title": "A2A",
                                                  "ownerId": OWNER,
                                                  "coordinatorId": c.principal})
-    await c.command(group_id, "work.authorize", {"workItemId": item_id,
-                                                 "missionId": mission_id, "contract": work})
+    contracts = {}
+    for item_id, depends_on in items.items():
+        contracts[item_id] = contract(
+            capabilities=SUMMARIZE, acceptanceCriteria=CRITERIA,
+            dependencies={"workItems": depends_on, "policy": "all_verified"})
+        await c.command(group_id, "work.authorize", {
+            "workItemId": item_id, "missionId": mission_id, "contract": contracts[item_id]})
+    return contracts
+
+
+async def offer(c, group_id, item_id, agent_id) -> None:
     await c.command(group_id, "work.offer", {
         "candidates": [agent_id], "mode": "sequential",
         "expiresAt": format_time(utcnow() + timedelta(minutes=5))}, workItemId=item_id)
-    return work
 
 
 def in_state(c, group_id, item_id, state):
@@ -111,6 +117,38 @@ def in_state(c, group_id, item_id, state):
         item = await c.work_item(group_id, item_id)
         return item if item["state"] == state else None
     return check
+
+
+async def answer(c, group_id, item_id, text=ANSWER) -> dict:
+    """Wait for the item to block, answer in its Conversation and unblock it: the
+    blocked item."""
+    blocked = await until(in_state(c, group_id, item_id, "blocked"), timeout=30)
+    await c.command(group_id, "conversation.post", {"kind": "message", "text": text},
+                    workItemId=item_id)
+    await c.command(group_id, "work.unblock", {"resolution": "answered in the Conversation"},
+                    workItemId=item_id)
+    return blocked
+
+
+async def accept(c, group_id, item_id) -> dict:
+    """Wait for the submission and accept it once the server's review (inline) passed
+    it: the submitted item."""
+    submitted = await until(in_state(c, group_id, item_id, "submitted"), timeout=30)
+
+    async def accepted():
+        how = {"id": f"ev-{uuid.uuid4().hex[:12]}", "subject": f"workItem:{item_id}",
+               "criteria": ["ac1", "ac2"], "method": "test coordinator: the review",
+               "result": "pass", "producer": c.principal,
+               "timestamp": format_time(utcnow()), "artifacts": []}
+        try:
+            return await c.command(group_id, "work.accept_result", {"evidence": [how]},
+                                   workItemId=item_id)
+        except ApiError as error:
+            if error.code != "REVIEW_PENDING":
+                raise
+            return None
+    await until(accepted)
+    return submitted
 
 
 def test_register_writes_the_card_with_the_skills_as_capabilities(live_group, a2a_agent,
@@ -150,28 +188,11 @@ def test_the_agent_works_asks_is_answered_in_the_conversation_and_is_verified(
     key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
 
     async def body(c, worker):
-        work = await offered(c, g, "brief", key.agent_id)
-        blocked = await until(in_state(c, g, "brief", "blocked"), timeout=30)
-        links_while_blocked = json.loads((tmp_path / "links.json").read_text())
-        await c.command(g, "conversation.post", {"kind": "message", "text": ANSWER},
-                        workItemId="brief")
-        await c.command(g, "work.unblock", {"resolution": "answered in the Conversation"},
-                        workItemId="brief")
-        submitted = await until(in_state(c, g, "brief", "submitted"), timeout=30)
-
-        async def accepted():  # once the review (inline on the server) passed it
-            how = {"id": f"ev-{uuid.uuid4().hex[:12]}", "subject": "workItem:brief",
-                   "criteria": ["ac1", "ac2"], "method": "test coordinator: the review",
-                   "result": "pass", "producer": c.principal,
-                   "timestamp": format_time(utcnow()), "artifacts": []}
-            try:
-                return await c.command(g, "work.accept_result", {"evidence": [how]},
-                                       workItemId="brief")
-            except ApiError as error:
-                if error.code != "REVIEW_PENDING":
-                    raise
-                return None
-        await until(accepted)
+        work = (await mission(c, g, {"brief": []}))["brief"]
+        await offer(c, g, "brief", key.agent_id)
+        blocked = await answer(c, g, "brief")
+        links_while_blocked = links(tmp_path)
+        submitted = await accept(c, g, "brief")
         item = await c.work_item(g, "brief")
         audit = await c.get(f"/api/v1/groups/{g}/work-items/brief/audit")
         artifact = submitted["submission"]["artifacts"][0]
@@ -179,7 +200,7 @@ def test_the_agent_works_asks_is_answered_in_the_conversation_and_is_verified(
         return (work, blocked, links_while_blocked, submitted, item, audit["events"],
                 await c.get_blob(artifact), manifest)
 
-    work, blocked, links, submitted, item, events, data, manifest = bridge(
+    work, blocked, linked, submitted, item, events, data, manifest = bridge(
         live_group, key, a2a_agent, tmp_path, body)
 
     assert item["state"] == "verified"
@@ -187,7 +208,7 @@ def test_the_agent_works_asks_is_answered_in_the_conversation_and_is_verified(
     assert progress == [{"phase": "a2a:working", "milestones": ["reading the contract"]},
                         {"phase": "a2a:working", "milestones": ["drafting the summary"]}]
     assert blocked["requiredResolution"] == QUESTION
-    [(link_key, link)] = links.items()
+    [(link_key, link)] = linked.items()
     assert link_key == f"{g}/brief" and link["blockedAt"] is not None
     # The agent got the contract (its brief as text, the whole as data), then the answer.
     assert [m.task_id for m in a2a_agent.seen.messages] == [link["taskId"]] * 2
@@ -207,28 +228,109 @@ def test_the_agent_works_asks_is_answered_in_the_conversation_and_is_verified(
     assert types.count("work.started") == 2
     assert types.index("work.blocked") < types.index("conversation.message_posted") \
         < types.index("work.unblocked") < types.index("work.submitted")
-    assert json.loads((tmp_path / "links.json").read_text()) == {}
+    assert links(tmp_path) == {}
 
 
-def test_a_cancelled_work_item_cancels_its_a2a_task(live_group, patient_agent, tmp_path,
-                                                    capsys):
+def test_a_restarted_bridge_goes_on_with_the_same_a2a_task(live_group, a2a_agent, tmp_path,
+                                                           capsys):
     g = live_group.group_id
-    key, _, _ = register(live_group, patient_agent, tmp_path, capsys)
+    key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
+
+    async def until_blocked(c, worker):
+        await mission(c, g, {"brief": []})
+        await offer(c, g, "brief", key.agent_id)
+        return await answer(c, g, "brief")  # answered while no bridge runs
+
+    async def after_the_restart(c, worker):
+        await accept(c, g, "brief")
+        return await c.work_item(g, "brief")
+
+    bridge(live_group, key, a2a_agent, tmp_path, until_blocked)
+    task_id = links(tmp_path)[f"{g}/brief"]["taskId"]
+    item = bridge(live_group, key, a2a_agent, tmp_path, after_the_restart)
+
+    assert item["state"] == "verified"
+    assert [m.task_id for m in a2a_agent.seen.messages] == [task_id] * 2
+    assert a2a_agent.seen.texts()[1] == ANSWER
+
+
+def test_the_dependencies_artifacts_go_to_the_agent_as_file_parts(live_group, a2a_agent,
+                                                                  tmp_path, capsys):
+    g = live_group.group_id
+    key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
 
     async def body(c, worker):
-        await offered(c, g, "long", key.agent_id)
+        await mission(c, g, {"sources": [], "brief": ["sources"]})
+        await offer(c, g, "sources", key.agent_id)
+        await answer(c, g, "sources")
+        sources = (await accept(c, g, "sources"))["submission"]["artifacts"]
+        await offer(c, g, "brief", key.agent_id)
+        await answer(c, g, "brief", "The conclusions.")  # another summary: other bytes
+        await accept(c, g, "brief")
+        return sources, await c.get_blob(sources[0])
+
+    [published], data = bridge(live_group, key, a2a_agent, tmp_path, body)
+
+    brief = a2a_agent.seen.messages[2]  # sources: asked, answered; then brief's contract
+    [given] = [part for part in brief.parts if part.HasField("raw")]
+    assert (given.raw, given.media_type, given.filename) == (data, "text/markdown", published)
+    assert given.metadata["missionweave"]["workItemId"] == "sources"
+    assert not any(p.HasField("raw") for p in a2a_agent.seen.messages[0].parts)
+
+
+@pytest.mark.parametrize("a2a_agent", ["rejects"], indirect=True)
+def test_a_task_the_agent_rejects_fails_the_work_item_with_its_reason(live_group, a2a_agent,
+                                                                      tmp_path, capsys):
+    g = live_group.group_id
+    key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
+
+    async def body(c, worker):
+        await mission(c, g, {"brief": []})
+        await offer(c, g, "brief", key.agent_id)
+        await until(in_state(c, g, "brief", "failed"), timeout=30)
+        audit = await c.get(f"/api/v1/groups/{g}/work-items/brief/audit")
+        return next(e["data"] for e in audit["events"] if e["type"] == "work.failed")
+
+    failed = bridge(live_group, key, a2a_agent, tmp_path, body)
+
+    task_id = a2a_agent.seen.messages[0].task_id
+    said = f"the A2A agent Test Summarizer rejected task {task_id}: {REFUSAL}"
+    assert failed["reason"] == said
+    [evidence] = failed["evidence"]
+    assert evidence["criteria"] == ["ac1", "ac2"] and said in evidence["result"]
+    assert links(tmp_path) == {}
+
+
+@pytest.mark.parametrize("a2a_agent", ["patient"], indirect=True)
+def test_a_cancelled_work_item_cancels_its_a2a_task(live_group, a2a_agent, tmp_path, capsys):
+    g = live_group.group_id
+    key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
+
+    async def body(c, worker):
+        await mission(c, g, {"long": []})
+        await offer(c, g, "long", key.agent_id)
 
         async def working():
             audit = await c.get(f"/api/v1/groups/{g}/work-items/long/audit")
             return len([e for e in audit["events"] if e["type"] == "work.progress_reported"]) == 2
         await until(working, timeout=30)
-        task_id = json.loads((tmp_path / "links.json").read_text())[f"{g}/long"]["taskId"]
+        task_id = links(tmp_path)[f"{g}/long"]["taskId"]
         await c.command(g, "work.cancel", {"reason": "no longer needed"}, workItemId="long")
-        await until(lambda: patient_agent.seen.cancelled, timeout=20)
+        await until(lambda: a2a_agent.seen.cancelled, timeout=20)
         return task_id, await c.work_item(g, "long")
 
-    task_id, item = bridge(live_group, key, patient_agent, tmp_path, body)
+    task_id, item = bridge(live_group, key, a2a_agent, tmp_path, body)
 
     assert item["state"] == "cancelled"
-    assert patient_agent.seen.cancelled == [task_id]
-    assert json.loads((tmp_path / "links.json").read_text()) == {}
+    assert a2a_agent.seen.cancelled == [task_id]
+    assert links(tmp_path) == {}
+
+
+def test_run_says_so_when_the_agent_cannot_be_reached(live_group, tmp_path):
+    with pytest.raises(SystemExit) as refused:
+        mw_a2a_worker(["run", "--url", live_group.server.url,
+                       "--key", str(live_group.workers[0].key_file),
+                       "--a2a-url", "http://127.0.0.1:9"])
+
+    assert str(refused.value).startswith("fetching the Agent Card with the A2A agent "
+                                         "http://127.0.0.1:9 failed")

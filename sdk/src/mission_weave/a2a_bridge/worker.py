@@ -30,6 +30,7 @@ from typing import TypeVar
 from a2a.types import Artifact, Message, Part, StreamResponse, Task, TaskState
 
 from mission_weave.protocol.json_types import JsonObject
+from mission_weave.sdk.client import ApiError, blob_hash
 from mission_weave.sdk.handler_context import HandlerResult, Preempted, WorkContext
 
 from .worker_agent import AgentError, RemoteAgent
@@ -66,16 +67,21 @@ class A2AWork:
     async def __call__(self, ctx: WorkContext) -> HandlerResult | None:
         try:
             answered = await _unless_preempted(ctx, self._converse(ctx))
+            if answered is None:
+                await self._cancel_task(ctx, "a preemption was requested")
+                await ctx.checkpoint("a2a:preempted", milestones=[
+                    "the A2A task was cancelled for a preemption; the next start begins anew"])
+                raise Preempted(ctx.work_item_id)
+            return await self._conclude(ctx, answered)
         except asyncio.CancelledError:
             if ctx.lease_lost is not None:  # not the bridge stopping: the item is gone
                 await self._cancel_task(ctx, ctx.lease_lost)
             raise
-        if answered is None:
-            await self._cancel_task(ctx, "a preemption was requested")
-            await ctx.checkpoint("a2a:preempted", milestones=[
-                "the A2A task was cancelled for a preemption; the next start begins anew"])
-            raise Preempted(ctx.work_item_id)
-        return await self._conclude(ctx, answered)
+        except Preempted:
+            raise
+        except Exception as error:  # the worker fails the item: its task is of no more use
+            await self._cancel_task(ctx, f"the WorkItem fails: {error}")
+            raise
 
     # --- the conversation with the agent ------------------------------------------------
 
@@ -113,7 +119,7 @@ class A2AWork:
                 if state in WORKING and event.HasField("status_update"):
                     await self._progress(ctx, event.status_update.status.message, state)
                 elif state not in WORKING and state != TaskState.TASK_STATE_UNSPECIFIED:
-                    return await self.agent.task(event_task_id(event))
+                    return await self.agent.task(task_id)
             if task_id is None:
                 raise AgentError(f"the A2A agent {self.agent.name} answered with neither a "
                                  "task nor a message")
@@ -200,11 +206,29 @@ class A2AWork:
         if not found:
             raise AgentGaveUp(f"the A2A agent {self.agent.name} completed without any "
                               "artifact or message to deliver")
-        hashes = [await ctx.publish_artifact(output.data, output.media_type)
-                  for output in found]
+        unique = {blob_hash(output.data): output for output in found}  # one per content
+        hashes = [await self._publish(ctx, output) for output in unique.values()]
         evidence = [ctx.evidence([criterion["id"]], self.method, "pass", artifacts=hashes)
                     for criterion in ctx.contract.get("acceptanceCriteria", [])]
         return {"evidence": evidence, "artifacts": hashes}
+
+    async def _publish(self, ctx: WorkContext, output: Output) -> str:
+        """Publish the output; one this item published already (before a restart of the
+        bridge) is taken as it is. Content is published once per Group: the same bytes
+        published for another item are refused, and that refusal stands."""
+        try:
+            return await ctx.publish_artifact(output.data, output.media_type)
+        except ApiError as refusal:
+            if refusal.code != "VALIDATION_ERROR":
+                raise
+            name = blob_hash(output.data)
+            try:
+                record = await ctx.client.get(f"/api/v1/groups/{ctx.group_id}/artifacts/{name}")
+            except ApiError:
+                raise refusal from None
+            if record["manifest"].get("workItemId") != ctx.work_item_id:
+                raise
+            return name
 
     async def _cancel_task(self, ctx: WorkContext, why: str) -> None:
         """Cancel the item's A2A task (shielded: the handler may be cancelled itself),
@@ -220,14 +244,6 @@ class A2AWork:
         except (AgentError, TimeoutError) as error:
             log.warning("%s: cancelling A2A task %s failed: %s", ctx.work_item_id,
                         link.task_id, error)
-
-
-def event_task_id(event: StreamResponse) -> str:
-    if event.HasField("task"):
-        return event.task.id
-    if event.HasField("status_update"):
-        return event.status_update.task_id
-    return event.artifact_update.task_id
 
 
 def _as_artifact(message: Message) -> Artifact:

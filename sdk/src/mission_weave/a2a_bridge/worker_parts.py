@@ -39,7 +39,6 @@ class Output:
 
     data: bytes
     media_type: str
-    name: str
 
 
 def brief(contract: JsonObject) -> str:
@@ -72,14 +71,8 @@ def text_of(message: Message) -> str:
 
 async def outputs(artifacts: Iterable[Artifact],
                   download: Callable[[str], Awaitable[bytes]]) -> list[Output]:
-    found = []
-    for artifact in artifacts:
-        for number, part in enumerate(artifact.parts):
-            name = artifact.name or artifact.artifact_id
-            if len(artifact.parts) > 1:
-                name = f"{name}#{number + 1}"
-            found.append(Output(*await _bytes_of(part, download), name))
-    return found
+    return [Output(*await _bytes_of(part, download))
+            for artifact in artifacts for part in artifact.parts]
 
 
 async def _bytes_of(part: Part,
