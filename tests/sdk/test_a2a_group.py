@@ -26,6 +26,7 @@ from a2a.types.a2a_pb2 import (
     Part,
     Role,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     TaskState,
 )
 from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError, UnsupportedOperationError
@@ -72,12 +73,13 @@ async def new_mission(c: Client, group_id: str, title: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def serving(url: str, key: AgentKey, group_id: str, mission_id: str):
+async def serving(url: str, key: AgentKey, group_id: str, mission_id: str, state=None):
     """The bridge in this process, on a free port, with uvicorn; yields its public URL."""
     port = free_port()
     public_url = f"http://127.0.0.1:{port}/"
     async with Client(url, key, backoff_seconds=0.05) as client:
-        bridge = await GroupBridge.connect(client, group_id, mission_id, public_url, TEMPLATE)
+        bridge = await GroupBridge.connect(client, group_id, mission_id, public_url, TEMPLATE,
+                                           state)
         server = uvicorn.Server(uvicorn.Config(bridge.app(), host="127.0.0.1", port=port,
                                                log_level="warning"))
         task = asyncio.create_task(server.serve())
@@ -352,3 +354,58 @@ def test_a_streaming_client_sees_the_coordinator_cancel_the_work_and_the_mission
     assert first_texts[2] == "WorkItem doomed was cancelled: no longer needed"
     assert second == [TaskState.TASK_STATE_SUBMITTED, TaskState.TASK_STATE_CANCELED]
     assert "the desk closes" in second_texts[1]
+
+
+def test_a_restarted_bridge_resumes_its_unfinished_tasks_from_its_state_file(live_group,
+                                                                              tmp_path):
+    g, url = live_group.group_id, live_group.server.url
+    desk = bridge_agent(g, tmp_path, f"desk-{uuid.uuid4().hex[:8]}")
+    state = tmp_path / "desk.sqlite3"
+
+    async def polling_client(public_url, http):
+        return await create_client(public_url, ClientConfig(streaming=False, polling=True,
+                                                            httpx_client=http))
+
+    async def scenario():
+        async with live_group.client(live_group.coordinator) as c, \
+                httpx.AsyncClient(timeout=20) as http:
+            await c.open_session()
+            mission_id = await new_mission(c, g, "Restarting desk")
+            async with serving(url, desk, g, mission_id, state) as public_url:
+                a2a = await polling_client(public_url, http)
+                early = await send(a2a, message(new_text_part("Authorized before")))
+                late = await send(a2a, message(new_text_part("Authorized meanwhile")))
+                refused = await send(a2a, message(new_data_part({"urgency": "now"})))
+                await authorize(c, g, mission_id, early.id, "early")
+                await task_in(a2a, early.id, TaskState.TASK_STATE_WORKING)
+            # While the bridge is stopped, the Coordinator authorizes the other proposal.
+            await authorize(c, g, mission_id, late.id, "late")
+            async with serving(url, desk, g, mission_id, state) as public_url:
+                a2a = await polling_client(public_url, http)
+                working = await task_in(a2a, late.id, TaskState.TASK_STATE_WORKING)
+                still_refused = await a2a.get_task(GetTaskRequest(id=refused.id))
+                streaming = await create_client(public_url, ClientConfig(httpx_client=http))
+                with pytest.raises(UnsupportedOperationError) as no_stream:
+                    async for _ in streaming.subscribe(SubscribeToTaskRequest(id=late.id)):
+                        pass
+                await c.command(g, "work.cancel", {"reason": "after the restart"},
+                                workItemId="early")
+                cancelled = await task_in(a2a, early.id, TaskState.TASK_STATE_CANCELED)
+            return late, working, still_refused, no_stream.value, cancelled
+
+    late, working, still_refused, no_stream, cancelled = run(scenario(), 90)
+
+    assert working.context_id == late.context_id
+    assert "WorkItem late" in said(working)[0]
+    assert still_refused.status.state == TaskState.TASK_STATE_REJECTED
+    assert "poll GetTask" in no_stream.message
+    assert said(cancelled)[0] == "WorkItem early was cancelled: after the restart"
+    assert get_text_parts(cancelled.history[0].parts) == ["Authorized before"]
+    # Reported once each, though the restarted bridge read the whole log again.
+    assert [opening(m) for m in cancelled.history[1:]] == [
+        f"Proposed as Work Proposal {cancelled.id}",
+        "The Coordinator authorized the proposal as WorkItem early."]
+
+
+def opening(message: Message) -> str:
+    return get_text_parts(message.parts)[0].split(" in Mission")[0]

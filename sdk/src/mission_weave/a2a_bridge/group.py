@@ -17,9 +17,12 @@ Two answers differ from the SDK's defaults, because the task is the Coordinator'
 decide: a follow-up message on an existing task, and a cancel request, are refused with
 an A2A error saying so (`GroupRequestHandler`).
 
-Kept in memory only: the A2A tasks (the SDK's InMemoryTaskStore) and the event cursor,
-which starts at the Group's head when the bridge starts. After a restart the old tasks
-are unknown to the A2A endpoint; their proposals live on in the Group under the task ids.
+Across a restart (`state`, a SQLite file: `group_store`) the bridge keeps the A2A tasks;
+the task id is the proposal id, so nothing links them but the id. The event cursor stays
+in memory: a bridge that has unfinished tasks to resume reads the Group's log again from
+its start, which tells what became of their proposals meanwhile; one that has none starts
+at the Group's head. Without `state`, the tasks are in memory too and a restart forgets
+them (their proposals live on in the Group, under the task ids).
 """
 
 import asyncio
@@ -28,6 +31,7 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
+from pathlib import Path
 
 import httpx
 from a2a.helpers import new_data_part, new_message, new_task, new_text_part
@@ -36,7 +40,7 @@ from a2a.server.context import ServerCallContext
 from a2a.server.events import Event, EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
+from a2a.server.tasks import InMemoryTaskStore, TaskManager, TaskStore
 from a2a.types.a2a_pb2 import (
     AgentCapabilities,
     AgentCard,
@@ -46,8 +50,12 @@ from a2a.types.a2a_pb2 import (
     Message,
     Part,
     SendMessageRequest,
+    SubscribeToTaskRequest,
     Task,
+    TaskArtifactUpdateEvent,
     TaskState,
+    TaskStatus,
+    TaskStatusUpdateEvent,
 )
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
@@ -60,7 +68,16 @@ from mission_weave.sdk.inbox import CursorStore, Inbox
 
 from .group_artifacts import deliverables
 from .group_contract import contract_from
-from .group_proposals import AUTHORIZED, CANCELLED, FAILED, VERIFIED, Outcome, Proposals
+from .group_proposals import (
+    AUTHORIZED,
+    CANCELLED,
+    ENDED,
+    FAILED,
+    VERIFIED,
+    Outcome,
+    Proposals,
+)
+from .group_store import ENDED_STATES, DurableTaskStore
 
 log = logging.getLogger("mission_weave.a2a_bridge.group")
 
@@ -68,8 +85,6 @@ log = logging.getLogger("mission_weave.a2a_bridge.group")
 # Any other refusal (membership, a Mission that ended, the service) makes it `failed`.
 REJECTING_CODES = frozenset({"INVALID_CONTRACT", "VALIDATION_ERROR"})
 SESSION_CODES = frozenset({"UNAUTHENTICATED", "STALE_SESSION"})
-ENDED_STATES = frozenset({TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED,
-                          TaskState.TASK_STATE_CANCELED, TaskState.TASK_STATE_REJECTED})
 
 
 @dataclass(frozen=True)
@@ -95,13 +110,16 @@ class GroupBridge:
         self.handler = GroupRequestHandler(GroupExecutor(self), self.task_store, self.card)
         self.following = asyncio.Event()  # set once the follower has caught up
         self._session_expires: datetime | None = None
+        self._resumed: list[asyncio.Task[None]] = []  # following stored tasks
 
     @classmethod
     async def connect(cls, client: Client, group_id: str, mission_id: str, public_url: str,
-                      template: JsonObject) -> "GroupBridge":
+                      template: JsonObject, state: str | Path | None = None) -> "GroupBridge":
+        """With `state`, a SQLite file, the A2A tasks are kept there across restarts;
+        without, in memory."""
         session = await client.open_session()
         bridge = cls(client, await read_mission(client, group_id, mission_id), public_url,
-                     template)
+                     template, DurableTaskStore(state) if state else None)
         bridge._session_expires = parse_time(session["expiresAt"])
         return bridge
 
@@ -117,6 +135,7 @@ class GroupBridge:
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
         stop = asyncio.Event()
+        await self.resume()
         tasks = [asyncio.create_task(self.follow(stop)),
                  asyncio.create_task(self.keep_session(stop))]
         try:
@@ -124,17 +143,20 @@ class GroupBridge:
         finally:
             stop.set()
             await self.handler.aclose()
+            tasks += self._resumed
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
     async def follow(self, stop: asyncio.Event) -> None:
-        """Follow the Group's events from its current head: only proposals made from now
-        on are the bridge's to follow (the cursor is kept in memory)."""
+        """Follow the Group's events. The cursor is kept in memory: with stored tasks to
+        resume, the Group's log is read again from its start (what happened to their
+        proposals while the bridge was stopped, and which WorkItems they became); without
+        any, from its current head."""
         group_id = self.mission.group_id
         cursors = CursorStore(":memory:")
         head = await self.client.events(group_id, 0, 1)
-        if head["headSequence"]:
+        if head["headSequence"] and not self.handler.resumed:
             last = await self.client.events(group_id, head["headSequence"] - 1, 1)
             cursors.reset(group_id, head["headSequence"], last["events"][0]["hash"])
         inbox = Inbox(self.client, [group_id], self.proposals.apply, cursors)
@@ -156,6 +178,82 @@ class GroupBridge:
                     await self.open_session()
                 except (ApiError, httpx.TransportError) as error:
                     log.warning("renewing the session failed: %r", error)
+
+    # --- reporting outcomes ------------------------------------------------------------
+
+    async def report(self, task_id: str, context_id: str,
+                     outcome: Outcome) -> list[TaskStatusUpdateEvent | TaskArtifactUpdateEvent]:
+        """The A2A events that report one outcome of the proposal on its task."""
+        item = outcome.work_item_id
+
+        def status(state: TaskState, text: str, **facts: str | None) -> TaskStatusUpdateEvent:
+            return TaskStatusUpdateEvent(task_id=task_id, context_id=context_id,
+                                         status=TaskStatus(
+                                             state=state, timestamp=utcnow(),
+                                             message=self.say(task_id, context_id, text,
+                                                              workItemId=item, **facts)))
+        if outcome.state == AUTHORIZED:
+            return [status(TaskState.TASK_STATE_WORKING,
+                           f"The Coordinator authorized the proposal as WorkItem {item}.")]
+        if outcome.state == VERIFIED:
+            assert item is not None
+            try:
+                artifacts = await deliverables(self.client, self.mission.group_id, item,
+                                               outcome.artifacts)
+            except ApiError as error:
+                return [status(TaskState.TASK_STATE_FAILED,
+                               f"WorkItem {item} was verified, but its deliverables could not "
+                               f"be read: {error.code}: {error.message}", code=error.code)]
+            return [*(TaskArtifactUpdateEvent(task_id=task_id, context_id=context_id,
+                                              artifact=artifact, last_chunk=True)
+                      for artifact in artifacts),
+                    status(TaskState.TASK_STATE_COMPLETED,
+                           f"WorkItem {item} was verified: {len(artifacts)} deliverable(s).")]
+        what = f"WorkItem {item}" if item else "The proposal"
+        if outcome.state == FAILED:
+            return [status(TaskState.TASK_STATE_FAILED, f"{what} failed: {outcome.reason}")]
+        assert outcome.state == CANCELLED
+        return [status(TaskState.TASK_STATE_CANCELED,
+                       f"{what} was cancelled: {outcome.reason}")]
+
+    def say(self, task_id: str, context_id: str, text: str, **facts: str | None) -> Message:
+        """An agent message: the text, and the MissionWeave ids it names as a data part."""
+        names = {"groupId": self.mission.group_id, "missionId": self.mission.mission_id,
+                 **{key: value for key, value in facts.items() if value is not None}}
+        return new_message([new_text_part(text), new_data_part(names)],
+                           context_id=context_id, task_id=task_id)
+
+    # --- tasks kept across a restart --------------------------------------------------
+
+    async def resume(self) -> None:
+        """Follow again the stored tasks that had not ended when the bridge stopped. Their
+        outcomes are written to the task store (no request is running for them)."""
+        if not isinstance(self.task_store, DurableTaskStore):
+            return
+        await self.task_store.load()
+        for task, owner in self.task_store.unfinished():
+            outcomes = self.proposals.follow(task.id)
+            self.handler.resumed.add(task.id)
+            self._resumed.append(asyncio.create_task(self._follow_stored(task, owner,
+                                                                         outcomes)))
+
+    async def _follow_stored(self, task: Task, owner: ServerCallContext,
+                             outcomes: asyncio.Queue[Outcome]) -> None:
+        manager = TaskManager(self.task_store, owner, task.id, task.context_id, None)
+        reported = task.status.state  # what was reported before the restart
+        try:
+            while True:
+                outcome = await outcomes.get()
+                if outcome.state == AUTHORIZED and reported == TaskState.TASK_STATE_WORKING:
+                    continue  # the replayed log tells it again
+                for event in await self.report(task.id, task.context_id, outcome):
+                    await manager.process(event)
+                if outcome.state in ENDED:
+                    return
+                reported = TaskState.TASK_STATE_WORKING
+        finally:
+            self.proposals.forget(task.id)
+            self.handler.resumed.discard(task.id)
 
     async def propose(self, proposal_id: str, contract: JsonObject) -> JsonObject:
         """`work.propose`; a session that expired or was superseded is opened again once."""
@@ -216,81 +314,39 @@ class GroupExecutor(AgentExecutor):
             except ApiError as error:
                 state = TaskState.TASK_STATE_REJECTED if error.code in REJECTING_CODES \
                     else TaskState.TASK_STATE_FAILED
-                await event_queue.enqueue_event(self._task(
-                    context, state, refusal(error, task_id, context_id)))
+                await event_queue.enqueue_event(new_task_with(
+                    message, state, refusal(error, task_id, context_id)))
                 return
             except httpx.TransportError as error:
-                await event_queue.enqueue_event(self._task(
-                    context, TaskState.TASK_STATE_FAILED, self._say(
-                        context, f"the Group service could not be reached: {error!r}")))
+                await event_queue.enqueue_event(new_task_with(
+                    message, TaskState.TASK_STATE_FAILED, self.bridge.say(
+                        task_id, context_id,
+                        f"the Group service could not be reached: {error!r}")))
                 return
             mission = self.bridge.mission
-            await event_queue.enqueue_event(self._task(
-                context, TaskState.TASK_STATE_SUBMITTED, self._say(
-                    context, f"Proposed as Work Proposal {task_id} in Mission "
-                             f"{mission.mission_id}; it waits on the Coordinator "
-                             f"({mission.coordinator_id}) to authorize it.",
-                    proposalId=task_id)))
-            updater = TaskUpdater(event_queue, task_id, context_id)
-            while not await self.report(updater, context, await outcomes.get()):
-                pass
+            await event_queue.enqueue_event(new_task_with(
+                message, TaskState.TASK_STATE_SUBMITTED, self.bridge.say(
+                    task_id, context_id, f"Proposed as Work Proposal {task_id} in Mission "
+                    f"{mission.mission_id}; it waits on the Coordinator "
+                    f"({mission.coordinator_id}) to authorize it.", proposalId=task_id)))
+            while True:
+                outcome = await outcomes.get()
+                for event in await self.bridge.report(task_id, context_id, outcome):
+                    await event_queue.enqueue_event(event)
+                if outcome.state in ENDED:
+                    return
         finally:
             self.bridge.proposals.forget(task_id)
 
-    async def report(self, updater: TaskUpdater, context: RequestContext,
-                     outcome: Outcome) -> bool:
-        """Report one outcome; True when it ended the task."""
-        item = outcome.work_item_id
-        if outcome.state == AUTHORIZED:
-            await updater.start_work(self._say(
-                context, f"The Coordinator authorized the proposal as WorkItem {item}.",
-                workItemId=item))
-            return False
-        if outcome.state == VERIFIED:
-            assert item is not None
-            try:
-                artifacts = await deliverables(self.bridge.client, self.bridge.mission.group_id,
-                                               item, outcome.artifacts)
-            except ApiError as error:
-                await updater.failed(self._say(
-                    context, f"WorkItem {item} was verified, but its deliverables could not "
-                             f"be read: {error.code}: {error.message}", workItemId=item,
-                    code=error.code))
-                return True
-            for artifact in artifacts:
-                await updater.add_artifact(list(artifact.parts), artifact.artifact_id,
-                                           artifact.name, last_chunk=True)
-            await updater.complete(self._say(
-                context, f"WorkItem {item} was verified: {len(artifacts)} deliverable(s).",
-                workItemId=item))
-            return True
-        what = f"WorkItem {item}" if item else "The proposal"
-        if outcome.state == FAILED:
-            await updater.failed(self._say(context, f"{what} failed: {outcome.reason}",
-                                           workItemId=item))
-        else:
-            assert outcome.state == CANCELLED
-            await updater.cancel(self._say(context, f"{what} was cancelled: {outcome.reason}",
-                                           workItemId=item))
-        return True
-
-    def _task(self, context: RequestContext, state: TaskState, status: Message) -> Task:
-        assert context.task_id and context.context_id and context.message
-        task = new_task(context.task_id, context.context_id, state,
-                        history=[context.message])
-        task.status.message.CopyFrom(status)
-        return task
-
-    def _say(self, context: RequestContext, text: str, **facts: str | None) -> Message:
-        """An agent message: the text, and the MissionWeave ids it names as a data part."""
-        names = {"groupId": self.bridge.mission.group_id,
-                 "missionId": self.bridge.mission.mission_id,
-                 **{key: value for key, value in facts.items() if value is not None}}
-        return new_message([new_text_part(text), new_data_part(names)],
-                           context_id=context.context_id, task_id=context.task_id)
-
     async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
         raise TaskNotCancelableError(message=NOT_CANCELABLE)  # refused before, in the handler
+
+
+def new_task_with(message: Message, state: TaskState, status: Message) -> Task:
+    """The task a message opened, in its first state."""
+    task = new_task(status.task_id, status.context_id, state, history=[message])
+    task.status.message.CopyFrom(status)
+    return task
 
 
 def refusal(error: ApiError, task_id: str, context_id: str) -> Message:
@@ -315,6 +371,16 @@ class GroupRequestHandler(DefaultRequestHandler):
     def __init__(self, executor: AgentExecutor, tasks: TaskStore, card: AgentCard):
         super().__init__(executor, tasks, card)
         self.tasks = tasks
+        self.resumed: set[str] = set()  # tasks followed again after a restart
+
+    async def on_subscribe_to_task(self, params: SubscribeToTaskRequest,
+                                   context: ServerCallContext) -> AsyncGenerator[Event, None]:
+        if params.id in self.resumed:
+            raise UnsupportedOperationError(message=(
+                f"task {params.id} was resumed after the bridge restarted: its updates are "
+                "written to the task store only; poll GetTask"))
+        async for event in super().on_subscribe_to_task(params, context):
+            yield event
 
     async def on_message_send(self, params: SendMessageRequest,
                               context: ServerCallContext) -> Message | Task:

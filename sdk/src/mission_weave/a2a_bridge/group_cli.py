@@ -2,7 +2,8 @@
 
     mw-a2a-group --url http://127.0.0.1:8000 --key .mw/agents/a2a-desk.json \\
         --mission m-research [--group grp_demo] [--host 127.0.0.1 --port 9100] \\
-        [--public-url https://desk.example.org/] [--contract-template contract.json]
+        [--public-url https://desk.example.org/] [--contract-template contract.json] \
+        [--state desk.sqlite3]
 
 The key's Agent must be a member of the Group (any role may propose work). The Agent Card
 is at `<public URL>/.well-known/agent-card.json`, the JSON-RPC endpoint at `<public URL>`.
@@ -12,6 +13,7 @@ import argparse
 import asyncio
 import logging
 from collections.abc import Sequence
+from pathlib import Path
 
 import uvicorn
 
@@ -35,6 +37,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=9100)
     parser.add_argument("--public-url", help="the URL A2A clients reach this agent at "
                         "(default: http://HOST:PORT/)")
+    parser.add_argument("--state", metavar="FILE", help="the SQLite file that keeps the A2A "
+                        "tasks across restarts (default: beside the key file, "
+                        "KEY.a2a-group-MISSION.sqlite3; ':memory:' keeps them in memory)")
     parser.add_argument("--contract-template", metavar="FILE", help="a JSON object of Work "
                         "Contract members: the defaults of every proposal (acceptance "
                         "criteria, deliverables, budgets, ...)")
@@ -50,18 +55,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     if not group_id:
         parser.error(f"no Group: pass --group (the key file {args.key} names none)")
     public_url = args.public_url or f"http://{args.host}:{args.port}/"
+    state = args.state or str(Path(args.key).with_suffix("")) \
+        + f".a2a-group-{args.mission}.sqlite3"
     try:
         asyncio.run(serve(args.url, key, group_id, args.mission, public_url, template,
-                          args.host, args.port))
+                          state, args.host, args.port))
     except ApiError as error:
         raise SystemExit(f"mw-a2a-group: the Group Authority refused: {error.code}: "
                          f"{error.message}") from None
 
 
 async def serve(url: str, key: AgentKey, group_id: str, mission_id: str, public_url: str,
-                template: dict[str, object], host: str, port: int) -> None:
+                template: dict[str, object], state: str, host: str, port: int) -> None:
     async with Client(url, key) as client:
-        bridge = await GroupBridge.connect(client, group_id, mission_id, public_url, template)
+        bridge = await GroupBridge.connect(client, group_id, mission_id, public_url, template,
+                                           state)
         config = uvicorn.Config(bridge.app(), host=host, port=port, log_level="info")
         await uvicorn.Server(config).serve()
 
