@@ -220,3 +220,44 @@ def test_refusals_come_back_as_tool_errors_with_the_protocol_code(live_group):
     assert item["state"] != "submitted"
     assert "work.submitted" in types(quick)
     assert [r["type"] for r in quick["refusedCommands"]] == []  # no renewal after it
+
+
+def test_a_blocked_question_is_answered_and_failures_come_from_both_sides(live_group):
+    url, w2 = live_group.server.url, live_group.workers[1]
+    errlog = live_group.tmp / "mw-mcp.log"
+
+    async def scenario():
+        async with stdio_session(url, live_group.coordinator.key_file, errlog=errlog) as coord, \
+                stdio_session(url, w2.key_file, errlog=errlog) as worker:
+            m = (await call(coord, "create_mission", title="Q", owner_id=OWNER))["missionId"]
+            await call(coord, "authorize_work_item", **authorize("q", m, "Sum up a quarter"))
+            await call(coord, "offer_work_item", work_item_id="q", candidates=[w2.name])
+            await take_offer(worker, "q")
+            blocked = await call(worker, "block_work", work_item_id="q",
+                                 question="Which quarter?")
+            asked = await call(coord, "read_conversation", work_item_id="q")
+            unblocked = await call(coord, "unblock_work", work_item_id="q", resolution="Q3")
+            answered = await call(worker, "read_conversation", work_item_id="q")
+            await call(worker, "start_work", work_item_id="q")
+            gave_up = await call(worker, "give_up", work_item_id="q", reason="no Q3 data")
+            after_worker = await call(coord, "get_work_item", work_item_id="q")
+
+            await call(coord, "offer_work_item", work_item_id="q", candidates=[w2.name])
+            await take_offer(worker, "q")
+            await deliver(worker, "q", "# Q3\n\nNothing to say.\n")
+            failed = await call(coord, "fail_result", work_item_id="q", reason="says nothing")
+            return blocked, asked, unblocked, answered, gave_up, after_worker, failed, \
+                await call(coord, "get_work_item", work_item_id="q")
+
+    blocked, asked, unblocked, answered, gave_up, after_worker, failed, item = \
+        run(scenario(), 60)
+
+    assert blocked == {"workItemId": "q", "state": "blocked",
+                       "requiredResolution": "Which quarter?"}
+    question, answer = asked["messages"][-1], answered["messages"][-1]
+    assert (question["kind"], question["text"]) == ("blocked", "Which quarter?")
+    assert unblocked["next"] == "queued"  # back with its owner
+    assert (answer["kind"], answer["text"]) == ("unblocked", "Q3")
+    assert gave_up["state"] == after_worker["state"] == "failed"
+    assert failed["state"] == item["state"] == "failed"
+    assert item["review"]  # it was reviewed before the Coordinator failed it
