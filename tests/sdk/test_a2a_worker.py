@@ -7,13 +7,17 @@ verified; a cancellation cancels the A2A task."""
 import asyncio
 import json
 import stat
+import subprocess
+import sys
 import uuid
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
 from mission_weave.a2a_bridge.worker import A2AWork
 from mission_weave.a2a_bridge.worker_agent import RemoteAgent
+from mission_weave.a2a_bridge.worker_cli import beside
 from mission_weave.a2a_bridge.worker_cli import main as mw_a2a_worker
 from mission_weave.a2a_bridge.worker_state import TaskLinks
 from mission_weave.protocol.timefmt import format_time
@@ -62,17 +66,22 @@ def register(live_group, agent, tmp_path, capsys) -> tuple[AgentKey, dict, str]:
     return key, card, printed
 
 
+def key_file(tmp_path, key) -> Path:
+    return tmp_path / "agents" / f"{key.agent_id}.json"
+
+
 def bridge(live_group, key, agent, tmp_path, body, timeout=60):
     """Run `body(coordinator_client, worker)` beside the bridge's Worker, whose links and
-    Cursors are kept in tmp_path (a second bridge there is the first one restarted)."""
+    Cursors are where `mw-a2a-worker run` keeps them (beside the key)."""
     async def scenario():
         remote = await RemoteAgent.connect(agent.url)
         async with live_group.client(live_group.coordinator) as c, \
                 Client(live_group.server.url, key, backoff_seconds=0.05) as wc:
             await c.open_session()
-            worker = Worker(wc, [live_group.group_id],
-                            A2AWork(remote, TaskLinks(tmp_path / "links.json")),
-                            tmp_path / "bridge.sqlite3", tick_seconds=0.2)
+            links_file = beside(key_file(tmp_path, key), ".a2a-tasks.json")
+            worker = Worker(wc, [live_group.group_id], A2AWork(remote, TaskLinks(links_file)),
+                            beside(key_file(tmp_path, key), ".cursors.sqlite3"),
+                            tick_seconds=0.2)
             stop = asyncio.Event()
             task = asyncio.create_task(worker.run(stop))
             await asyncio.wait_for(worker.ready.wait(), 20)
@@ -85,8 +94,10 @@ def bridge(live_group, key, agent, tmp_path, body, timeout=60):
     return run(scenario(), timeout)
 
 
-def links(tmp_path) -> dict:
-    return json.loads((tmp_path / "links.json").read_text())
+def links(tmp_path, key) -> dict:
+    """The bridge's WorkItem -> A2A task links."""
+    links_file = beside(key_file(tmp_path, key), ".a2a-tasks.json")
+    return json.loads(links_file.read_text()) if links_file.exists() else {}
 
 
 async def mission(c, group_id, items: dict) -> dict:
@@ -191,7 +202,7 @@ def test_the_agent_works_asks_is_answered_in_the_conversation_and_is_verified(
         work = (await mission(c, g, {"brief": []}))["brief"]
         await offer(c, g, "brief", key.agent_id)
         blocked = await answer(c, g, "brief")
-        links_while_blocked = links(tmp_path)
+        links_while_blocked = links(tmp_path, key)
         submitted = await accept(c, g, "brief")
         item = await c.work_item(g, "brief")
         audit = await c.get(f"/api/v1/groups/{g}/work-items/brief/audit")
@@ -228,30 +239,46 @@ def test_the_agent_works_asks_is_answered_in_the_conversation_and_is_verified(
     assert types.count("work.started") == 2
     assert types.index("work.blocked") < types.index("conversation.message_posted") \
         < types.index("work.unblocked") < types.index("work.submitted")
-    assert links(tmp_path) == {}
+    assert links(tmp_path, key) == {}
 
 
-def test_a_restarted_bridge_goes_on_with_the_same_a2a_task(live_group, a2a_agent, tmp_path,
-                                                           capsys):
+def test_the_command_line_bridge_goes_on_with_the_task_a_stopped_one_began(
+        live_group, a2a_agent, tmp_path, capsys):
     g = live_group.group_id
     key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
 
     async def until_blocked(c, worker):
         await mission(c, g, {"brief": []})
         await offer(c, g, "brief", key.agent_id)
-        return await answer(c, g, "brief")  # answered while no bridge runs
-
-    async def after_the_restart(c, worker):
-        await accept(c, g, "brief")
-        return await c.work_item(g, "brief")
+        return await answer(c, g, "brief")  # answered once that bridge is stopped
 
     bridge(live_group, key, a2a_agent, tmp_path, until_blocked)
-    task_id = links(tmp_path)[f"{g}/brief"]["taskId"]
-    item = bridge(live_group, key, a2a_agent, tmp_path, after_the_restart)
+    task_id = links(tmp_path, key)[f"{g}/brief"]["taskId"]
+    log = tmp_path / "mw-a2a-worker.log"
+    with log.open("w") as stderr:
+        process = subprocess.Popen(
+            [Path(sys.executable).parent / "mw-a2a-worker", "run", "--url",
+             live_group.server.url, "--key", key_file(tmp_path, key), "--a2a-url",
+             a2a_agent.url], stdout=subprocess.DEVNULL, stderr=stderr)
+    try:
+        async def verified():
+            async with live_group.client(live_group.coordinator) as c:
+                await c.open_session()
+                await accept(c, g, "brief")
+                return await c.work_item(g, "brief")
+        item = run(verified())
+    finally:
+        process.terminate()
+        code = process.wait(timeout=20)
 
+    said = log.read_text()
+    assert code == 0, said[-2000:]
+    private_key = json.loads(key_file(tmp_path, key).read_text())["privateKey"]
+    assert private_key not in said and "Bearer" not in said and "Traceback" not in said
     assert item["state"] == "verified"
     assert [m.task_id for m in a2a_agent.seen.messages] == [task_id] * 2
     assert a2a_agent.seen.texts()[1] == ANSWER
+    assert links(tmp_path, key) == {}
 
 
 def test_the_dependencies_artifacts_go_to_the_agent_as_file_parts(live_group, a2a_agent,
@@ -298,7 +325,7 @@ def test_a_task_the_agent_rejects_fails_the_work_item_with_its_reason(live_group
     assert failed["reason"] == said
     [evidence] = failed["evidence"]
     assert evidence["criteria"] == ["ac1", "ac2"] and said in evidence["result"]
-    assert links(tmp_path) == {}
+    assert links(tmp_path, key) == {}
 
 
 @pytest.mark.parametrize("a2a_agent", ["patient"], indirect=True)
@@ -314,7 +341,7 @@ def test_a_cancelled_work_item_cancels_its_a2a_task(live_group, a2a_agent, tmp_p
             audit = await c.get(f"/api/v1/groups/{g}/work-items/long/audit")
             return len([e for e in audit["events"] if e["type"] == "work.progress_reported"]) == 2
         await until(working, timeout=30)
-        task_id = links(tmp_path)[f"{g}/long"]["taskId"]
+        task_id = links(tmp_path, key)[f"{g}/long"]["taskId"]
         await c.command(g, "work.cancel", {"reason": "no longer needed"}, workItemId="long")
         await until(lambda: a2a_agent.seen.cancelled, timeout=20)
         return task_id, await c.work_item(g, "long")
@@ -323,7 +350,7 @@ def test_a_cancelled_work_item_cancels_its_a2a_task(live_group, a2a_agent, tmp_p
 
     assert item["state"] == "cancelled"
     assert a2a_agent.seen.cancelled == [task_id]
-    assert links(tmp_path) == {}
+    assert links(tmp_path, key) == {}
 
 
 def test_run_says_so_when_the_agent_cannot_be_reached(live_group, tmp_path):
@@ -334,3 +361,29 @@ def test_run_says_so_when_the_agent_cannot_be_reached(live_group, tmp_path):
 
     assert str(refused.value).startswith("fetching the Agent Card with the A2A agent "
                                          "http://127.0.0.1:9 failed")
+
+
+@pytest.mark.parametrize("a2a_agent", ["patient"], indirect=True)
+def test_a_preemption_cancels_the_a2a_task_and_the_next_start_begins_a_new_one(
+        live_group, a2a_agent, tmp_path, capsys):
+    g = live_group.group_id
+    key, _, _ = register(live_group, a2a_agent, tmp_path, capsys)
+
+    async def body(c, worker):
+        await mission(c, g, {"long": []})
+        await offer(c, g, "long", key.agent_id)
+        await until(lambda: links(tmp_path, key))
+        first = links(tmp_path, key)[f"{g}/long"]["taskId"]
+        await c.command(g, "work.request_preemption", {"reason": "urgent work"},
+                        workItemId="long")
+        await until(lambda: len(a2a_agent.seen.messages) == 2, timeout=20)  # started anew
+        audit = await c.get(f"/api/v1/groups/{g}/work-items/long/audit")
+        return first, audit["events"]
+
+    first, events = bridge(live_group, key, a2a_agent, tmp_path, body)
+
+    assert a2a_agent.seen.cancelled == [first]  # the second task outlives the bridge's stop
+    [checkpointed] = [e["data"] for e in events if e["type"] == "work.checkpointed"]
+    assert checkpointed["progress"]["phase"] == "a2a:preempted"
+    second = a2a_agent.seen.messages[1].task_id
+    assert second != first and links(tmp_path, key)[f"{g}/long"]["taskId"] == second

@@ -33,6 +33,8 @@ from .worker_agent import AgentError, RemoteAgent, fetch_card, shown
 from .worker_card import mission_weave_card
 from .worker_state import TaskLinks
 
+log = logging.getLogger("mission_weave.a2a_bridge.worker")
+
 
 def beside(key_file: str | Path, suffix: str) -> Path:
     """A file next to the key: `.mw/agents/a.json` -> `.mw/agents/a<suffix>`."""
@@ -101,6 +103,8 @@ async def serve(url: str, key: AgentKey, groups: list[str], a2a_url: str,
                 cursors: str | Path, state: str | Path) -> None:
     stop = stop_on_signals()
     agent = await RemoteAgent.connect(a2a_url)
+    log.info("agent %s works for %s as the A2A agent %s at %s", key.agent_id,
+             ", ".join(groups), agent.name, shown(a2a_url))
     try:
         async with Client(url, key) as client:
             worker = Worker(client, groups, A2AWork(agent, TaskLinks(state)), cursors)
