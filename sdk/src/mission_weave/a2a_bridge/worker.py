@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, Awaitable
+from contextlib import aclosing
 from typing import TypeVar
 
 from a2a.types import Artifact, Message, Part, StreamResponse, Task, TaskState
@@ -107,19 +108,20 @@ class A2AWork:
         return task
 
     async def _follow(self, ctx: WorkContext,
-                      events: AsyncIterator[StreamResponse]) -> Task | Message:
+                      events: AsyncGenerator[StreamResponse, None]) -> Task | Message:
         """Report the task's status updates as progress until it rests; the task is read
         whole at rest (its artifacts and last message)."""
         task_id: str | None = None
         while True:
-            async for event in events:
-                if event.HasField("message"):
-                    return event.message
-                state, task_id = self._state_of(ctx, event)
-                if state in WORKING and event.HasField("status_update"):
-                    await self._progress(ctx, event.status_update.status.message, state)
-                elif state not in WORKING and state != TaskState.TASK_STATE_UNSPECIFIED:
-                    return await self.agent.task(task_id)
+            async with aclosing(events):  # left early, the stream is closed at once
+                async for event in events:
+                    if event.HasField("message"):
+                        return event.message
+                    state, task_id = self._state_of(ctx, event)
+                    if state in WORKING and event.HasField("status_update"):
+                        await self._progress(ctx, event.status_update.status.message, state)
+                    elif state not in WORKING and state != TaskState.TASK_STATE_UNSPECIFIED:
+                        return await self.agent.task(task_id)
             if task_id is None:
                 raise AgentError(f"the A2A agent {self.agent.name} answered with neither a "
                                  "task nor a message")

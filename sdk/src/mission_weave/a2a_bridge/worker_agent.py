@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
@@ -108,8 +108,8 @@ class RemoteAgent:
         return _talking(f"{self.name} ({shown(self.url)})", doing)
 
     async def send(self, parts: list[Part], task_id: str | None = None,
-                   context_id: str | None = None,
-                   metadata: dict[str, object] | None = None) -> AsyncIterator[StreamResponse]:
+                   context_id: str | None = None, metadata: dict[str, object] | None = None
+                   ) -> AsyncGenerator[StreamResponse, None]:
         """Send a user message (to a task of the agent when `task_id`); its events follow
         (one Task or Message when the agent does not stream)."""
         message = Message(role=Role.ROLE_USER, message_id=str(uuid.uuid4()), parts=parts,
@@ -120,7 +120,7 @@ class RemoteAgent:
             async for event in self.client.send_message(SendMessageRequest(message=message)):
                 yield event
 
-    async def follow(self, task_id: str) -> AsyncIterator[StreamResponse]:
+    async def follow(self, task_id: str) -> AsyncGenerator[StreamResponse, None]:
         """The events of a task under way (resubscribing), or the task once when the
         agent does not stream."""
         if not self.card.capabilities.streaming:
