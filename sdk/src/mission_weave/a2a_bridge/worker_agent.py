@@ -46,6 +46,7 @@ def shown(url: str) -> str:
     """`url` without user and password, for messages and logs."""
     parts = urlsplit(url)
     host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address
     netloc = f"{host}:{parts.port}" if parts.port else host
     return urlunsplit(parts._replace(netloc=netloc))
 
