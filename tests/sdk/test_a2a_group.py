@@ -358,6 +358,9 @@ def test_a_streaming_client_sees_the_coordinator_cancel_the_work_and_the_mission
 
 def test_a_restarted_bridge_resumes_its_unfinished_tasks_from_its_state_file(live_group,
                                                                               tmp_path):
+    from apps.ledger import snapshots
+    from apps.ledger.archive import archive_through
+
     g, url = live_group.group_id, live_group.server.url
     desk = bridge_agent(g, tmp_path, f"desk-{uuid.uuid4().hex[:8]}")
     state = tmp_path / "desk.sqlite3"
@@ -366,7 +369,7 @@ def test_a_restarted_bridge_resumes_its_unfinished_tasks_from_its_state_file(liv
         return await create_client(public_url, ClientConfig(streaming=False, polling=True,
                                                             httpx_client=http))
 
-    async def scenario():
+    async def before():
         async with live_group.client(live_group.coordinator) as c, \
                 httpx.AsyncClient(timeout=20) as http:
             await c.open_session()
@@ -380,6 +383,12 @@ def test_a_restarted_bridge_resumes_its_unfinished_tasks_from_its_state_file(liv
                 await task_in(a2a, early.id, TaskState.TASK_STATE_WORKING)
             # While the bridge is stopped, the Coordinator authorizes the other proposal.
             await authorize(c, g, mission_id, late.id, "late")
+            return mission_id, early, late, refused
+
+    async def after(mission_id, early, late, refused):
+        async with live_group.client(live_group.coordinator) as c, \
+                httpx.AsyncClient(timeout=20) as http:
+            await c.open_session()
             async with serving(url, desk, g, mission_id, state) as public_url:
                 a2a = await polling_client(public_url, http)
                 working = await task_in(a2a, late.id, TaskState.TASK_STATE_WORKING)
@@ -391,9 +400,12 @@ def test_a_restarted_bridge_resumes_its_unfinished_tasks_from_its_state_file(liv
                 await c.command(g, "work.cancel", {"reason": "after the restart"},
                                 workItemId="early")
                 cancelled = await task_in(a2a, early.id, TaskState.TASK_STATE_CANCELED)
-            return late, working, still_refused, no_stream.value, cancelled
+            return working, still_refused, no_stream.value, cancelled
 
-    late, working, still_refused, no_stream, cancelled = run(scenario(), 90)
+    mission_id, early, late, refused = run(before(), 60)
+    # The log so far is archived: the restarted bridge learns it from the signed snapshot.
+    archive_through(snapshots.take(g))
+    working, still_refused, no_stream, cancelled = run(after(mission_id, early, late, refused))
 
     assert working.context_id == late.context_id
     assert "WorkItem late" in said(working)[0]
@@ -401,7 +413,7 @@ def test_a_restarted_bridge_resumes_its_unfinished_tasks_from_its_state_file(liv
     assert "poll GetTask" in no_stream.message
     assert said(cancelled)[0] == "WorkItem early was cancelled: after the restart"
     assert get_text_parts(cancelled.history[0].parts) == ["Authorized before"]
-    # Reported once each, though the restarted bridge read the whole log again.
+    # Reported once each, though the restarted bridge read the Group's state again.
     assert [opening(m) for m in cancelled.history[1:]] == [
         f"Proposed as Work Proposal {cancelled.id}",
         "The Coordinator authorized the proposal as WorkItem early."]

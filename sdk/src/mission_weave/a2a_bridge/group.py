@@ -155,11 +155,11 @@ class GroupBridge:
         any, from its current head."""
         group_id = self.mission.group_id
         cursors = CursorStore(":memory:")
-        head = await self.client.events(group_id, 0, 1)
-        if head["headSequence"] and not self.handler.resumed:
-            last = await self.client.events(group_id, head["headSequence"] - 1, 1)
-            cursors.reset(group_id, head["headSequence"], last["events"][0]["hash"])
-        inbox = Inbox(self.client, [group_id], self.proposals.apply, cursors)
+        if not self.handler.resumed:
+            # Without its hash: the inbox takes the one of the server's event at the head.
+            cursors.reset(group_id, await head_sequence(self.client, group_id))
+        inbox = Inbox(self.client, [group_id], self.proposals.apply, cursors,
+                      self.proposals.load_snapshot)
         runner = asyncio.create_task(inbox.run(stop))
         await inbox.caught_up.wait()
         self.following.set()
@@ -232,7 +232,8 @@ class GroupBridge:
             return
         await self.task_store.load()
         for task, owner in self.task_store.unfinished():
-            outcomes = self.proposals.follow(task.id)
+            outcomes = self.proposals.follow(
+                task.id, authorized=task.status.state == TaskState.TASK_STATE_WORKING)
             self.handler.resumed.add(task.id)
             self._resumed.append(asyncio.create_task(self._follow_stored(task, owner,
                                                                          outcomes)))
@@ -240,17 +241,13 @@ class GroupBridge:
     async def _follow_stored(self, task: Task, owner: ServerCallContext,
                              outcomes: asyncio.Queue[Outcome]) -> None:
         manager = TaskManager(self.task_store, owner, task.id, task.context_id, None)
-        reported = task.status.state  # what was reported before the restart
         try:
             while True:
                 outcome = await outcomes.get()
-                if outcome.state == AUTHORIZED and reported == TaskState.TASK_STATE_WORKING:
-                    continue  # the replayed log tells it again
                 for event in await self.report(task.id, task.context_id, outcome):
                     await manager.process(event)
                 if outcome.state in ENDED:
                     return
-                reported = TaskState.TASK_STATE_WORKING
         finally:
             self.proposals.forget(task.id)
             self.handler.resumed.discard(task.id)
@@ -266,6 +263,18 @@ class GroupBridge:
                 raise
         await self.open_session()
         return await self.client.command(self.mission.group_id, "work.propose", body)
+
+
+async def head_sequence(client: Client, group_id: str) -> int:
+    """The sequence of the Group's latest event; from the online floor (the snapshot's
+    sequence) when the log's start is archived."""
+    try:
+        return int((await client.events(group_id, 0, 1))["headSequence"])
+    except ApiError as error:
+        if error.code != "CURSOR_TOO_OLD":
+            raise
+        floor = error.details["snapshot"]["sequence"]
+        return int((await client.events(group_id, floor, 1))["headSequence"])
 
 
 async def read_mission(client: Client, group_id: str, mission_id: str) -> Mission:

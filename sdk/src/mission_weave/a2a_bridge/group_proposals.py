@@ -14,6 +14,9 @@ proposal's queue, in log order:
                                                     own event).
 
 Nothing else of the Group reaches a proposal: the bridge follows one Group and one Mission.
+Each state is told once per proposal, however often the log is read again. When the log
+below the cursor was archived (CURSOR_TOO_OLD), the signed snapshot the inbox resumes from
+tells the same from the projected state (`load_snapshot`).
 """
 
 import asyncio
@@ -38,15 +41,19 @@ class Proposals:
     def __init__(self, mission_id: str):
         self.mission_id = mission_id
         self.outcomes: dict[str, asyncio.Queue[Outcome]] = {}  # proposal id -> its news
+        self.told: dict[str, set[str]] = {}  # proposal id -> the states told
         self.proposal_of: dict[str, str] = {}  # WorkItem id -> the proposal it came from
         self.submitted: dict[str, tuple[str, ...]] = {}  # WorkItem id -> latest artifacts
 
-    def follow(self, proposal_id: str) -> asyncio.Queue[Outcome]:
-        """Start following a proposal; call before proposing, so no event is missed."""
+    def follow(self, proposal_id: str, authorized: bool = False) -> asyncio.Queue[Outcome]:
+        """Start following a proposal; call before proposing, so no event is missed.
+        `authorized`: its authorization was told already (before a restart)."""
+        self.told[proposal_id] = {AUTHORIZED} if authorized else set()
         return self.outcomes.setdefault(proposal_id, asyncio.Queue())
 
     def forget(self, proposal_id: str) -> None:
         self.outcomes.pop(proposal_id, None)
+        self.told.pop(proposal_id, None)
         for item_id in [i for i, p in self.proposal_of.items() if p == proposal_id]:
             del self.proposal_of[item_id]
             self.submitted.pop(item_id, None)
@@ -80,8 +87,37 @@ class Proposals:
                 state, reason=f"Mission {self.mission_id} {state}: {reason_of(data)}",
                 event=event))
 
+    async def load_snapshot(self, group_id: str, document: JsonObject) -> None:
+        """What a snapshot's state (snake_case projections) says of each proposal followed:
+        the WorkItem it became and that item's state, or the end of the Mission."""
+        state = document["state"]
+        items = {doc["proposal_id"]: doc for doc in state.get("workItems", [])
+                 if doc.get("proposal_id") in self.outcomes}
+        mission: JsonObject = next((doc for doc in state.get("missions", [])
+                        if doc["id"] == self.mission_id), {})
+        archived = "(the events are archived; known from the Group's snapshot)"
+        for proposal_id in list(self.outcomes):
+            item = items.get(proposal_id)
+            if item is None:
+                if mission.get("state") in (FAILED, CANCELLED):
+                    self._tell(proposal_id, Outcome(
+                        mission["state"], reason=f"Mission {self.mission_id} "
+                        f"{mission['state']} {archived}"))
+                continue
+            item_id = item["id"]
+            self.proposal_of[item_id] = proposal_id
+            self.submitted[item_id] = tuple((item.get("submission") or {}).get("artifacts")
+                                            or ())
+            self._tell(proposal_id, Outcome(AUTHORIZED, item_id))
+            if item["state"] in ENDED:
+                self._tell(proposal_id, Outcome(item["state"], item_id, archived,
+                                                self.submitted[item_id]))
+
     def _tell(self, proposal_id: str, outcome: Outcome) -> None:
-        self.outcomes[proposal_id].put_nowait(outcome)
+        told = self.told.setdefault(proposal_id, set())
+        if outcome.state not in told and not told & ENDED:
+            told.add(outcome.state)
+            self.outcomes[proposal_id].put_nowait(outcome)
 
 
 def reason_of(data: JsonObject) -> str:
