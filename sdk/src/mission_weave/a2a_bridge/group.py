@@ -3,7 +3,8 @@
 The bridge is an Agent and a member of one Group. It serves an A2A Agent Card for one
 Mission of that Group (one skill, "propose work") and the A2A JSON-RPC endpoint, on the
 official a2a-sdk: `GroupExecutor` (its AgentExecutor), the SDK's request handler (refining
-two answers, below), its in-memory task store and its Starlette routes.
+two answers, below), its InMemoryTaskStore (written through to SQLite, `group_store`) and
+its Starlette routes, served by uvicorn (`group_cli`).
 
 Every new A2A message becomes one `work.propose` into the Mission, with the A2A task id
 as the proposal id (so either names the other). The executor then stays with the task,
@@ -12,6 +13,8 @@ as the SDK's long-running flow has it, and reports what the Group's events decid
 names the WorkItem) -> `completed` (verified, with the deliverables as artifacts), or
 `failed` / `canceled`. A refusal of the proposal is the task's `rejected` (the contract or
 the command is invalid) or `failed` status, carrying the protocol's code and message.
+A2A's `failed` is final: a WorkItem that failed and is offered again (§11.4) is no longer
+followed; its task stays `failed`.
 
 Two answers differ from the SDK's defaults, because the task is the Coordinator's to
 decide: a follow-up message on an existing task, and a cancel request, are refused with
@@ -63,7 +66,7 @@ from starlette.applications import Starlette
 
 from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import parse_time
-from mission_weave.sdk.client import ApiError, Client, utcnow
+from mission_weave.sdk.client import ApiError, Client, may_have_arrived, utcnow
 from mission_weave.sdk.inbox import CursorStore, Inbox
 
 from .group_artifacts import deliverables
@@ -160,10 +163,18 @@ class GroupBridge:
             cursors.reset(group_id, await head_sequence(self.client, group_id))
         inbox = Inbox(self.client, [group_id], self.proposals.apply, cursors,
                       self.proposals.load_snapshot)
-        runner = asyncio.create_task(inbox.run(stop))
-        await inbox.caught_up.wait()
-        self.following.set()
-        await runner
+
+        async def announce() -> None:
+            await inbox.caught_up.wait()
+            self.following.set()
+        announcer = asyncio.create_task(announce())
+        try:
+            await inbox.run(stop)
+        except Exception:  # said loudly: from now on no task moves
+            log.exception("stopped following Group %s", group_id)
+            raise
+        finally:
+            announcer.cancel()
 
     async def keep_session(self, stop: asyncio.Event) -> None:
         """Open a new session before the current one expires (the bridge holds no leases,
@@ -327,10 +338,12 @@ class GroupExecutor(AgentExecutor):
                     message, state, refusal(error, task_id, context_id)))
                 return
             except httpx.TransportError as error:
+                arrived = f"; it may have been proposed all the same, as {task_id}" \
+                    if may_have_arrived(error) else ""
                 await event_queue.enqueue_event(new_task_with(
                     message, TaskState.TASK_STATE_FAILED, self.bridge.say(
                         task_id, context_id,
-                        f"the Group service could not be reached: {error!r}")))
+                        f"the Group service could not be reached: {error!r}{arrived}")))
                 return
             mission = self.bridge.mission
             await event_queue.enqueue_event(new_task_with(
