@@ -251,6 +251,8 @@ def test_a_second_groups_bridge_never_sees_the_first_groups_work(live_group, tmp
     desk = bridge_agent(g, tmp_path, f"desk-{uuid.uuid4().hex[:8]}")
     other_desk = bridge_agent(other.id, tmp_path, f"desk-{uuid.uuid4().hex[:8]}")
     port = free_port()
+    template = tmp_path / "template.json"
+    template.write_text(json.dumps({**TEMPLATE, "urgency": "high"}))
 
     async def scenario():
         async with live_group.client(live_group.coordinator) as c:
@@ -261,7 +263,8 @@ def test_a_second_groups_bridge_never_sees_the_first_groups_work(live_group, tmp
             process = subprocess.Popen(
                 [sys.executable, "-m", "mission_weave.a2a_bridge.group_cli", "--url", url,
                  "--key", str(tmp_path / f"{other_desk.agent_id}.json"),
-                 "--mission", other_mission, "--port", str(port)],
+                 "--mission", other_mission, "--port", str(port),
+                 "--contract-template", str(template), "--state", str(tmp_path / "b.sqlite3")],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
             try:
                 async with serving(url, desk, g, mission_id) as public_url, \
@@ -299,6 +302,7 @@ def test_a_second_groups_bridge_never_sees_the_first_groups_work(live_group, tmp
     proposed = [e["data"] for e in other_events if e["type"] == "work.proposed"]
     assert [p["proposalId"] for p in proposed] == [theirs.id]
     assert [p["contract"]["goal"] for p in proposed] == ["Second Group's work"]
+    assert [p["contract"]["urgency"] for p in proposed] == ["high"]  # the template's
     assert not any(e["data"].get("proposalId") == theirs.id for e in first_events)
 
 

@@ -15,6 +15,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+import httpx
 import uvicorn
 
 from mission_weave.sdk.client import ApiError, Client
@@ -33,8 +34,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--key", required=True, help="the bridge Agent's key file")
     parser.add_argument("--mission", required=True, help="the Mission that receives proposals")
     parser.add_argument("--group", help="the Group (default: the key file's groupId)")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="the address to listen on (default: %(default)s)")
+    parser.add_argument("--port", type=int, default=9100,
+                        help="the port to listen on (default: %(default)s)")
     parser.add_argument("--public-url", help="the URL A2A clients reach this agent at "
                         "(default: http://HOST:PORT/)")
     parser.add_argument("--state", metavar="FILE", help="the SQLite file that keeps the A2A "
@@ -63,6 +66,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     except ApiError as error:
         raise SystemExit(f"mw-a2a-group: the Group Authority refused: {error.code}: "
                          f"{error.message}") from None
+    except httpx.TransportError as error:
+        raise SystemExit(f"mw-a2a-group: cannot reach the Group Authority at {args.url}: "
+                         f"{error!r}") from None
 
 
 async def serve(url: str, key: AgentKey, group_id: str, mission_id: str, public_url: str,
