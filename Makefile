@@ -83,10 +83,11 @@ bench: venv
 lint: venv
 	$(VENV)/bin/ruff check .
 
-# Strict on what other code is written against (the pure core, the protocol, the SDK),
-# then the whole tree with mypy's defaults (Django and friends ship no types: Any).
+# Strict on what other code is written against (the pure core, the protocol, the SDK and
+# its bridges), then the whole tree with mypy's defaults (Django and friends ship no types: Any).
 typecheck: venv
-	$(VENV)/bin/mypy --strict -p mission_weave.core -p mission_weave.protocol -p mission_weave.sdk
+	$(VENV)/bin/mypy --strict -p mission_weave.core -p mission_weave.protocol -p mission_weave.sdk \
+		-p mission_weave.mcp_server -p mission_weave.a2a_bridge
 	$(VENV)/bin/mypy apps mission_weave
 
 # Throwaway secrets: only to run the checks, never used for anything else.
