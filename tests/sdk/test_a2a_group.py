@@ -4,7 +4,8 @@ Coordinator (the SDK Client) authorizes it, a Worker (the SDK Worker) delivers i
 Coordinator accepts it, and the A2A task follows: submitted -> working -> completed with
 the deliverable. A message that is no valid contract gets the protocol's refusal; a
 follow-up and a cancel are refused; a second Group's bridge (the console script) never
-sees the first Group's work."""
+sees the first Group's work; a streaming client sees a WorkItem and a Mission cancelled;
+a restarted bridge resumes its unfinished tasks from its state file, the log archived."""
 
 import asyncio
 import contextlib
