@@ -46,6 +46,13 @@ def envint(name, default):
         raise ImproperlyConfigured(f"{name} must be an integer, got {value!r}") from None
 
 
+def _host_and_port(name, address):
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ImproperlyConfigured(f"{name} must list host:port pairs, got {address!r}")
+    return (host, int(port))
+
+
 def envlist(name, default):
     value = os.getenv(name)
     if value is None or value.strip() == "":
@@ -219,7 +226,34 @@ LOGIN_REDIRECT_URL_FAILURE = "dashboard:sign_in_refused"
 
 # Redis: channel layer and Celery broker. Without it: in-memory layer, eager tasks.
 REDIS_URL = envstr("REDIS_URL") or _stack_urls.get("REDIS_URL", "")
-if REDIS_URL:
+# Or Redis through Sentinel, found again after a failover (docs/operations.md, "Redis with
+# failover (Sentinel)"): the sentinels as host:port, the name they know the primary by,
+# and the sentinels' and Redis's passwords (from the environment only). Then REDIS_URL
+# is not used. The code connects through mission_weave/runtime/redis_connections.py.
+REDIS_SENTINELS = [_host_and_port("REDIS_SENTINELS", address)
+                   for address in envlist("REDIS_SENTINELS", [])]
+REDIS_SENTINEL_MASTER = envstr("REDIS_SENTINEL_MASTER", "") or "mymaster"
+REDIS_SENTINEL_PASSWORD = envstr("REDIS_SENTINEL_PASSWORD", "") or None
+REDIS_PASSWORD = envstr("REDIS_PASSWORD", "") or None
+# How the channel layer and Celery talk to a sentinel: short timeouts pass a dead one over.
+_sentinel_kwargs = {"password": REDIS_SENTINEL_PASSWORD, "socket_timeout": 1,
+                    "socket_connect_timeout": 1}
+if REDIS_SENTINELS:
+    REDIS_URL = ""
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"sentinels": REDIS_SENTINELS,
+                                  "master_name": REDIS_SENTINEL_MASTER,
+                                  "sentinel_kwargs": _sentinel_kwargs,
+                                  "password": REDIS_PASSWORD}]},
+        }
+    }
+    CACHES = {"default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_SENTINEL_MASTER, "KEY_PREFIX": "mw",
+        "OPTIONS": {"pool_class": "mission_weave.runtime.redis_connections.SentinelCachePool"}}}
+elif REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
@@ -238,6 +272,11 @@ else:
 MW_WS_MEMBERSHIP_TTL_SECONDS = envint("MW_WS_MEMBERSHIP_TTL_SECONDS", 5)
 
 CELERY_BROKER_URL = REDIS_URL or None
+if REDIS_SENTINELS:  # kombu's Sentinel transport: the sentinels, `;` between them
+    CELERY_BROKER_URL = ";".join(f"sentinel://{host}:{port}" for host, port in REDIS_SENTINELS)
+    CELERY_BROKER_PASSWORD = REDIS_PASSWORD
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_MASTER,
+                                       "sentinel_kwargs": _sentinel_kwargs}
 # Without a broker, tasks run inline after the commit that starts them; MW_TASKS_EAGER=1
 # forces that with one too (a test server that should finish its work before answering).
 CELERY_TASK_ALWAYS_EAGER = envbool("MW_TASKS_EAGER", not CELERY_BROKER_URL)
@@ -254,7 +293,7 @@ MW_SWEEP_GROUP_CHUNK = envint("MW_SWEEP_GROUP_CHUNK", 100)
 # Group lock runs (os.nice increment; 0 for the same priority): commands come first.
 MW_SWEEP_NICENESS = envint("MW_SWEEP_NICENESS", 10)
 # Without Redis there is no Celery beat: each web process sweeps in a thread of its own.
-MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", not REDIS_URL)
+MW_SWEEP_IN_PROCESS = envbool("MW_SWEEP_IN_PROCESS", not (REDIS_URL or REDIS_SENTINELS))
 # Retention (apps/ledger/retention.py): keep at least this many newest events of each Group
 # in the online log, snapshot and archive the older ones (0 turns it off); how often.
 MW_RETENTION_ONLINE_EVENTS = envint("MW_RETENTION_ONLINE_EVENTS", 100_000)
@@ -473,8 +512,8 @@ MW_S3_SECRET_ACCESS_KEY = envstr("MW_S3_SECRET_ACCESS_KEY", "") or None
 MW_S3_PREFIX = envstr("MW_S3_PREFIX", "blobs")
 
 # --- Limits (mission_weave/runtime/rate_limits.py; docs/operations.md "Limits") -------------
-# Rates in the `limits` notation ("600/second", "10/minute"), counted in Redis when REDIS_URL
-# is set (shared by every process); 0 turns one off. Over one: 429 RATE_LIMITED.
+# Rates in the `limits` notation ("600/second", "10/minute"), counted in Redis when there is
+# one (shared by every process); 0 turns one off. Over one: 429 RATE_LIMITED.
 # Commands (POST .../commands, WebSocket COMMAND frames, the API's other writes) per principal.
 MW_RATE_COMMANDS_PER_PRINCIPAL = envstr("MW_RATE_COMMANDS_PER_PRINCIPAL", "600/second")
 # The same per client IP (all principals behind it), checked before anything is read.

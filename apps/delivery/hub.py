@@ -15,7 +15,7 @@ import logging
 import os
 from collections import defaultdict
 
-from django.conf import settings
+from mission_weave.runtime import redis_connections
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ class Hub:
         """From now on `connection.push(...)` gets this Group's events; returns once the
         Redis subscription is live, so a replay that follows cannot miss a commit."""
         self.local[group_id].add(connection)
-        if settings.REDIS_URL:
+        if redis_connections.configured():
             ready = self._ensure_listener()
             try:
                 await asyncio.wait_for(ready.wait(), READY_TIMEOUT)
@@ -83,12 +83,10 @@ class Hub:
         return self._ready
 
     async def _listen(self, ready: asyncio.Event) -> None:
-        import redis.asyncio
-
         while True:
             # Named, so that an operator (or a test) can find this process's subscription.
-            client = redis.asyncio.from_url(settings.REDIS_URL,
-                                            client_name=f"mw-hub-{os.getpid()}")
+            # A new client each time: through Sentinel, it asks where the primary is now.
+            client = redis_connections.async_client(client_name=f"mw-hub-{os.getpid()}")
             try:
                 pubsub = client.pubsub()
                 await pubsub.psubscribe(EVENTS + "*", MEMBERS + "*")

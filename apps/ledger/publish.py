@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 
-from django.conf import settings
+from mission_weave.runtime import redis_connections
 
 from . import ports
 
@@ -56,7 +56,7 @@ def members_channel(group_id: str) -> str:
 def events(group_id: str, documents: list) -> None:
     if not documents:
         return
-    if settings.REDIS_URL:
+    if redis_connections.configured():
         message = json.dumps({"groupId": group_id, "events": documents}, separators=(",", ":"))
         _send(redis_channel(group_id), message)
     else:
@@ -65,7 +65,7 @@ def events(group_id: str, documents: list) -> None:
 
 def membership_changed(group_id: str, principal: str) -> None:
     """Open connections of `principal` in this Group re-check their membership now."""
-    if settings.REDIS_URL:
+    if redis_connections.configured():
         _send(members_channel(group_id), principal)
     else:
         _to_local_hub("membership_changed", group_id, principal)
@@ -88,9 +88,7 @@ async def _publish(channel: str, message: str) -> None:
     loop = asyncio.get_running_loop()
     client = _clients.get(loop)
     if client is None:
-        import redis.asyncio
-
-        client = _clients[loop] = redis.asyncio.from_url(settings.REDIS_URL)
+        client = _clients[loop] = redis_connections.async_client()
     await client.publish(channel, message)
 
 

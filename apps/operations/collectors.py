@@ -16,19 +16,23 @@ from apps.ledger import db
 from apps.work import sweeper
 from apps.work.work_store import ITEMS
 from mission_weave.core import evidence_review
+from mission_weave.runtime import redis_connections
 
 from . import fastdb
 
 log = logging.getLogger(__name__)
 
 REDIS_TIMEOUT = 0.25  # seconds to connect to Redis, and to wait for its answer
-_clients: dict = {}  # Redis URL -> client (its connection pool is reused between scrapes)
+_clients: dict = {}  # where -> client (its connection pool is reused between scrapes)
 
 
-def redis_client(url: str) -> redis.Redis:
-    client = _clients.get(url)
+def redis_client(url: str | None = None) -> redis.Redis:
+    """A client with short timeouts of the Redis at `url`, by default the settings' one
+    (through its sentinels when REDIS_SENTINELS is set)."""
+    where = url or redis_connections.location()
+    client = _clients.get(where)
     if client is None:
-        client = _clients[url] = redis.Redis.from_url(
+        client = _clients[where] = redis_connections.client(
             url, socket_connect_timeout=REDIS_TIMEOUT, socket_timeout=REDIS_TIMEOUT)
     return client
 
@@ -88,7 +92,9 @@ class StateCollector:
         depth = GaugeMetricFamily("mw_celery_queue_length", "Tasks waiting in the Celery "
                                   "broker's queue (all priorities).", labels=["queue"])
         keys = celery_queue_keys()
-        with redis_client(settings.CELERY_BROKER_URL).pipeline(transaction=False) as pipe:
+        # The broker is the settings' Redis; through Sentinel its URL names the sentinels.
+        broker = None if settings.REDIS_SENTINELS else settings.CELERY_BROKER_URL
+        with redis_client(broker).pipeline(transaction=False) as pipe:
             for _queue, key in keys:
                 pipe.llen(key)
             lengths = pipe.execute()

@@ -1,10 +1,12 @@
-"""GET /readyz: can this process serve? PostgreSQL answers, Redis answers (when
-REDIS_URL is set), and every migration is applied. Each check answers "ok" or why not,
-within well under a second even when a service is down."""
+"""GET /readyz: can this process serve? PostgreSQL answers, Redis answers (when there
+is one: REDIS_URL, or the primary REDIS_SENTINELS name), and every migration is applied.
+Each check answers "ok" or why not, within well under a second even when a service is
+down."""
 
-from django.conf import settings
 from django.db import connections
 from django.db.migrations.executor import MigrationExecutor
+
+from mission_weave.runtime import redis_connections
 
 from . import fastdb
 from .collectors import redis_client
@@ -19,8 +21,8 @@ _migrated = False
 def checks() -> dict:
     """{part: "ok" or the reason it is not}."""
     results = {"postgres": _reason(fastdb.ping)}
-    if settings.REDIS_URL:
-        results["redis"] = _reason(lambda: redis_client(settings.REDIS_URL).ping())
+    if redis_connections.configured():
+        results["redis"] = _reason(lambda: redis_client().ping())
     results["migrations"] = (migrations() if results["postgres"] == "ok"
                              else "not checked: PostgreSQL is unavailable")
     return results

@@ -3,8 +3,9 @@
 Each kind of request (`commands`, `reads`, `sessions`, `login`) has one limit per
 principal and one per client IP, in the `limits` library's notation (`600/second`,
 `10/minute`; `0` turns it off), counted in sliding windows (two counters per key, one Lua
-call per check). With REDIS_URL the counts are kept in Redis, so every web process shares
-one count; without it each process counts for itself (the embedded try-out).
+call per check). With Redis (REDIS_URL, or REDIS_SENTINELS' primary) the counts are kept
+there, so every web process shares one count; without it each process counts for itself
+(the embedded try-out).
 
 A refused check raises ProtocolError RATE_LIMITED with `details.retryAfter` (whole
 seconds, at least 1). The key is then remembered as refused in this process until then,
@@ -35,6 +36,8 @@ from limits.storage import MemoryStorage, RedisStorage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
 from mission_weave.protocol.errors import ProtocolError
+
+from . import redis_connections
 
 log = logging.getLogger(__name__)
 
@@ -112,23 +115,23 @@ _counters_lock = threading.Lock()
 
 
 def _counter() -> Counter:
-    """The shared counter: Redis when REDIS_URL is set, else this process's memory."""
-    url = settings.REDIS_URL
-    counter = _counters.get(url)
+    """The shared counter: in Redis when there is one, else in this process's memory."""
+    where = redis_connections.location()
+    counter = _counters.get(where)
     if counter is None:
         with _counters_lock:
-            counter = _counters.get(url)
+            counter = _counters.get(where)
             if counter is None:
-                counter = _counters[url] = Counter(_storage(url))
+                counter = _counters[where] = Counter(_storage())
     return counter
 
 
-def _storage(url: str) -> MemoryStorage | RedisStorage:
-    if not url:
+def _storage() -> MemoryStorage | RedisStorage:
+    if not redis_connections.configured():
         return MemoryStorage(wrap_exceptions=True)
     # Short timeouts: a stalled Redis must not stall every request with it.
-    return RedisStorage(url, wrap_exceptions=True, key_prefix=REDIS_PREFIX,
-                        socket_timeout=1, socket_connect_timeout=1)
+    return redis_connections.rate_limit_storage(wrap_exceptions=True, key_prefix=REDIS_PREFIX,
+                                                socket_timeout=1, socket_connect_timeout=1)
 
 
 _local = None
