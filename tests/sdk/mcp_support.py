@@ -4,12 +4,14 @@
 import asyncio
 import contextlib
 import json
+import os
 import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx2
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -34,23 +36,35 @@ async def stdio_session(url: str, key_file: Path, *args: str,
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, key_file: Path, *args: str,
-                       errlog: Path) -> AsyncIterator[ClientSession]:
-    """An initialized session with `mw-mcp --transport http` on a free port."""
+async def http_server(url: str, key_file: Path, *args: str, errlog: Path,
+                      token: str | None = None) -> AsyncIterator[str]:
+    """`mw-mcp --transport http` on a free port (with MW_MCP_TOKEN = `token`): its URL."""
     port = free_port()
+    env = {**os.environ, **({"MW_MCP_TOKEN": token} if token else {})}
     with errlog.open("a") as log:
         process = subprocess.Popen(
             [MW_MCP, "--url", url, "--key", str(key_file), "--transport", "http",
-             "--port", str(port), *args], stdout=log, stderr=log)
+             "--port", str(port), *args], stdout=log, stderr=log, env=env)
     try:
         await listening(port, process)
-        async with streamable_http_client(f"http://127.0.0.1:{port}/mcp") as (read, write), \
-                ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
         process.terminate()
         process.wait(timeout=20)
+
+
+@contextlib.asynccontextmanager
+async def http_session(url: str, key_file: Path, *args: str, errlog: Path,
+                       token: str | None = None) -> AsyncIterator[ClientSession]:
+    """An initialized session with `mw-mcp --transport http` on a free port, sending
+    `token` as its bearer token."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with http_server(url, key_file, *args, errlog=errlog, token=token) as endpoint, \
+            httpx2.AsyncClient(headers=headers, timeout=30) as client, \
+            streamable_http_client(endpoint, http_client=client) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
 
 
 async def listening(port: int, process: subprocess.Popen, timeout: float = 20) -> None:

@@ -5,14 +5,18 @@ second worker is refused what the protocol refuses, and its lease is kept in the
 background; each Agent sees the tools of its roles."""
 
 import asyncio
+import subprocess
 from datetime import timedelta
 
+import httpx
 import pytest
 
 from mission_weave.sdk.client import utcnow
 from tests.sdk.conftest import OWNER, run
 from tests.sdk.mcp_support import (
+    MW_MCP,
     call,
+    http_server,
     http_session,
     refusal,
     resource,
@@ -261,3 +265,33 @@ def test_a_blocked_question_is_answered_and_failures_come_from_both_sides(live_g
     assert gave_up["state"] == after_worker["state"] == "failed"
     assert failed["state"] == item["state"] == "failed"
     assert item["review"]  # it was reviewed before the Coordinator failed it
+
+
+def test_over_http_a_bearer_token_is_required_when_set_and_off_loopback(live_group):
+    url, w1 = live_group.server.url, live_group.workers[0]
+    errlog = live_group.tmp / "mw-mcp.log"
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"}}}
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    async def scenario():
+        async with http_server(url, w1.key_file, errlog=errlog, token="s3cret") as endpoint:
+            async with httpx.AsyncClient() as plain:
+                anonymous = await plain.post(endpoint, json=initialize, headers=accept)
+                wrong = await plain.post(endpoint, json=initialize, headers={
+                    **accept, "Authorization": "Bearer guess"})
+        async with http_session(url, w1.key_file, errlog=errlog, token="s3cret") as worker:
+            tools = await tool_names(worker)
+        return anonymous.status_code, wrong.status_code, tools
+
+    anonymous, wrong, tools = run(scenario(), 60)
+    assert (anonymous, wrong) == (401, 401)
+    assert "list_offers" in tools
+
+    # Anywhere but loopback, no token is no server.
+    refused = subprocess.run([MW_MCP, "--url", url, "--key", str(w1.key_file), "--transport",
+                              "http", "--host", "0.0.0.0"], capture_output=True, text=True,
+                             timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert refused.returncode == 2
+    assert "MW_MCP_TOKEN" in refused.stderr and "act as this Agent" in refused.stderr

@@ -6,10 +6,14 @@ streamable HTTP (at http://HOST:PORT/mcp).
 
 MW_URL, MW_KEY_FILE and MW_GROUP stand in for --url, --key and --group. The key file is
 named, never passed; over stdio, stdout carries the protocol alone and logs go to stderr.
+Over HTTP, MW_MCP_TOKEN (from the environment only) is a bearer token every request must
+carry; it is required to listen anywhere but on loopback, where anyone who reaches the
+port would act as the Agent.
 """
 
 import argparse
 import asyncio
+import ipaddress
 import logging
 import os
 import sys
@@ -50,7 +54,21 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--key (or MW_KEY_FILE) is required")
     if args.lease_seconds is not None and args.lease_seconds < 1:
         parser.error("--lease-seconds must be at least 1")
+    args.token = os.environ.get("MW_MCP_TOKEN") or None
+    if args.transport == "http" and not args.token and not loopback(args.host):
+        parser.error(f"listening on {args.host} would let anyone who reaches it act as this "
+                     "Agent: set MW_MCP_TOKEN in the environment (clients then send "
+                     "'Authorization: Bearer <it>'), or listen on 127.0.0.1")
     return args
+
+
+def loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 async def serve(args: argparse.Namespace, key: AgentKey, group_id: str) -> None:
@@ -63,7 +81,7 @@ async def serve(args: argparse.Namespace, key: AgentKey, group_id: str) -> None:
                              f"{group_id}: {error.code}: {error.message}") from None
         except httpx.TransportError as error:
             raise SystemExit(f"mw-mcp: cannot reach {args.url}: {error!r}") from None
-        server = build(agent)
+        server = build(agent, args.token, f"http://{args.host}:{args.port}")
         if args.transport == "stdio":
             await server.run_stdio_async()
         else:
