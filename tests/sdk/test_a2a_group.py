@@ -74,13 +74,14 @@ async def new_mission(c: Client, group_id: str, title: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def serving(url: str, key: AgentKey, group_id: str, mission_id: str, state=None):
+async def serving(url: str, key: AgentKey, group_id: str, mission_id: str, state=None,
+                  token=None):
     """The bridge in this process, on a free port, with uvicorn; yields its public URL."""
     port = free_port()
     public_url = f"http://127.0.0.1:{port}/"
     async with Client(url, key, backoff_seconds=0.05) as client:
         bridge = await GroupBridge.connect(client, group_id, mission_id, public_url, TEMPLATE,
-                                           state)
+                                           state, token)
         server = uvicorn.Server(uvicorn.Config(bridge.app(), host="127.0.0.1", port=port,
                                                log_level="warning"))
         task = asyncio.create_task(server.serve())
@@ -426,3 +427,39 @@ def test_a_restarted_bridge_resumes_its_unfinished_tasks_from_its_state_file(liv
 
 def opening(message: Message) -> str:
     return get_text_parts(message.parts)[0].split(" in Mission")[0]
+
+
+def test_with_a_bearer_token_the_card_says_so_and_the_endpoint_requires_it(live_group,
+                                                                        tmp_path):
+    g, url = live_group.group_id, live_group.server.url
+    desk = bridge_agent(g, tmp_path, f"desk-{uuid.uuid4().hex[:8]}")
+
+    async def scenario():
+        async with live_group.client(live_group.coordinator) as c:
+            await c.open_session()
+            mission_id = await new_mission(c, g, "Guarded desk")
+            async with serving(url, desk, g, mission_id, token="t0ken") as public_url, \
+                    httpx.AsyncClient(timeout=20) as anonymous, \
+                    httpx.AsyncClient(timeout=20, headers={
+                        "Authorization": "Bearer t0ken"}) as holder:
+                card = await A2ACardResolver(anonymous, public_url).get_agent_card()
+                refused = await anonymous.post(public_url, json={
+                    "jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {}})
+                a2a = await create_client(card, ClientConfig(streaming=False, polling=True,
+                                                             httpx_client=holder))
+                task = await send(a2a, message(new_text_part("Write a limerick")))
+                return card, refused, task
+
+    card, refused, task = run(scenario(), 60)
+    assert card.security_schemes["bearer"].http_auth_security_scheme.scheme == "bearer"
+    assert list(card.security_requirements[0].schemes) == ["bearer"]
+    assert refused.status_code == 401 and refused.headers["WWW-Authenticate"] == "Bearer"
+    assert task.status.state == TaskState.TASK_STATE_SUBMITTED
+
+    # Anywhere but loopback, no token is no server.
+    refused_to_start = subprocess.run(
+        [sys.executable, "-m", "mission_weave.a2a_bridge.group_cli", "--url", url, "--key",
+         str(tmp_path / f"{desk.agent_id}.json"), "--mission", "m", "--host", "0.0.0.0"],
+        capture_output=True, text=True, timeout=30, env={"PATH": "/usr/bin:/bin"})
+    assert refused_to_start.returncode == 2
+    assert "MW_A2A_TOKEN" in refused_to_start.stderr

@@ -30,6 +30,7 @@ them (their proposals live on in the Group, under the task ids).
 
 import asyncio
 import contextlib
+import hmac
 import logging
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -50,9 +51,13 @@ from a2a.types.a2a_pb2 import (
     AgentInterface,
     AgentSkill,
     CancelTaskRequest,
+    HTTPAuthSecurityScheme,
     Message,
     Part,
+    SecurityRequirement,
+    SecurityScheme,
     SendMessageRequest,
+    StringList,
     SubscribeToTaskRequest,
     Task,
     TaskArtifactUpdateEvent,
@@ -63,6 +68,9 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.constants import PROTOCOL_VERSION_CURRENT, TransportProtocol
 from a2a.utils.errors import TaskNotCancelableError, UnsupportedOperationError
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from mission_weave.protocol.json_types import JsonObject
 from mission_weave.protocol.timefmt import parse_time
@@ -104,12 +112,13 @@ class GroupBridge:
     follows the Group's events)."""
 
     def __init__(self, client: Client, mission: Mission, public_url: str,
-                 template: JsonObject, task_store: TaskStore | None = None):
+                 template: JsonObject, task_store: TaskStore | None = None,
+                 bearer_token: str | None = None):
         self.client, self.mission, self.public_url = client, mission, public_url
-        self.template = template
+        self.template, self.bearer_token = template, bearer_token
         self.proposals = Proposals(mission.mission_id)
         self.task_store = task_store or InMemoryTaskStore()
-        self.card = agent_card(mission, public_url)
+        self.card = agent_card(mission, public_url, bearer=bearer_token is not None)
         self.handler = GroupRequestHandler(GroupExecutor(self), self.task_store, self.card)
         self.following = asyncio.Event()  # set once the follower has caught up
         self._session_expires: datetime | None = None
@@ -117,12 +126,14 @@ class GroupBridge:
 
     @classmethod
     async def connect(cls, client: Client, group_id: str, mission_id: str, public_url: str,
-                      template: JsonObject, state: str | Path | None = None) -> "GroupBridge":
+                      template: JsonObject, state: str | Path | None = None,
+                      bearer_token: str | None = None) -> "GroupBridge":
         """With `state`, a SQLite file, the A2A tasks are kept there across restarts;
-        without, in memory."""
+        without, in memory. With `bearer_token`, the card says so and the endpoint
+        answers 401 to a request without it."""
         session = await client.open_session()
         bridge = cls(client, await read_mission(client, group_id, mission_id), public_url,
-                     template, DurableTaskStore(state) if state else None)
+                     template, DurableTaskStore(state) if state else None, bearer_token)
         bridge._session_expires = parse_time(session["expiresAt"])
         return bridge
 
@@ -133,7 +144,8 @@ class GroupBridge:
     def app(self) -> Starlette:
         routes = [*create_agent_card_routes(self.card),
                   *create_jsonrpc_routes(self.handler, rpc_url="/")]
-        return Starlette(routes=routes, lifespan=self._lifespan)
+        guard = [Middleware(RequireBearer, token=self.bearer_token)] if self.bearer_token else []
+        return Starlette(routes=routes, lifespan=self._lifespan, middleware=guard)
 
     @contextlib.asynccontextmanager
     async def _lifespan(self, app: Starlette) -> AsyncIterator[None]:
@@ -293,7 +305,34 @@ async def read_mission(client: Client, group_id: str, mission_id: str) -> Missio
     return Mission(group_id, mission_id, mission["title"], mission["coordinatorId"])
 
 
-def agent_card(mission: Mission, public_url: str) -> AgentCard:
+class RequireBearer:
+    """Every request but the Agent Card's (discovery stays public) must carry
+    `Authorization: Bearer <token>`, as the card's security scheme says."""
+
+    def __init__(self, app: ASGIApp, token: str):
+        self.app, self.expected = app, f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and not scope["path"].startswith("/.well-known/"):
+            given = dict(scope["headers"]).get(b"authorization", b"")
+            if not hmac.compare_digest(given, self.expected):
+                response = JSONResponse({"error": "a bearer token is required (the Agent "
+                                         "Card's security scheme)"}, status_code=401,
+                                        headers={"WWW-Authenticate": "Bearer"})
+                return await response(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+def agent_card(mission: Mission, public_url: str, bearer: bool = False) -> AgentCard:
+    card = described_card(mission, public_url)
+    if bearer:  # A2A's way to say a token is required: a scheme, and a requirement naming it
+        card.security_schemes["bearer"].CopyFrom(SecurityScheme(
+            http_auth_security_scheme=HTTPAuthSecurityScheme(scheme="bearer")))
+        card.security_requirements.append(SecurityRequirement(schemes={"bearer": StringList()}))
+    return card
+
+
+def described_card(mission: Mission, public_url: str) -> AgentCard:
     return AgentCard(
         name=mission.title,
         description=f"Proposes work to the Mission \"{mission.title}\" ({mission.mission_id}) "

@@ -7,6 +7,8 @@
 
 The key's Agent must be a member of the Group (any role may propose work). The Agent Card
 is at `<public URL>/.well-known/agent-card.json`, the JSON-RPC endpoint at `<public URL>`.
+MW_A2A_TOKEN (from the environment only) is a bearer token the endpoint then requires, as
+its card says; it is required to listen anywhere but on loopback.
 """
 
 import argparse
@@ -20,6 +22,7 @@ import uvicorn
 
 from mission_weave.sdk.client import ApiError, Client
 from mission_weave.sdk.keys import AgentKey
+from mission_weave.sdk.listening import bearer_token
 
 from .group import GroupBridge
 from .group_contract import load_template
@@ -52,6 +55,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     try:
         key = AgentKey.load(args.key)
         template = load_template(args.contract_template)
+        token = bearer_token("MW_A2A_TOKEN", args.host)
     except (OSError, ValueError, KeyError) as error:
         parser.error(str(error))
     group_id = args.group or key.group_id
@@ -62,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         + f".a2a-group-{args.mission}.sqlite3"
     try:
         asyncio.run(serve(args.url, key, group_id, args.mission, public_url, template,
-                          state, args.host, args.port))
+                          state, args.host, args.port, token))
     except ApiError as error:
         raise SystemExit(f"mw-a2a-group: the Group Authority refused: {error.code}: "
                          f"{error.message}") from None
@@ -72,10 +76,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 
 async def serve(url: str, key: AgentKey, group_id: str, mission_id: str, public_url: str,
-                template: dict[str, object], state: str, host: str, port: int) -> None:
+                template: dict[str, object], state: str, host: str, port: int,
+                token: str | None) -> None:
     async with Client(url, key) as client:
         bridge = await GroupBridge.connect(client, group_id, mission_id, public_url, template,
-                                           state)
+                                           state, token)
         config = uvicorn.Config(bridge.app(), host=host, port=port, log_level="info")
         await uvicorn.Server(config).serve()
 

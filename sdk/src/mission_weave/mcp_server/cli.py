@@ -13,7 +13,6 @@ port would act as the Agent.
 
 import argparse
 import asyncio
-import ipaddress
 import logging
 import os
 import sys
@@ -23,6 +22,7 @@ import httpx
 
 from mission_weave.sdk.client import ApiError, Client
 from mission_weave.sdk.keys import AgentKey
+from mission_weave.sdk.listening import bearer_token
 
 from .agent import Agent
 from .server import build
@@ -54,21 +54,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--key (or MW_KEY_FILE) is required")
     if args.lease_seconds is not None and args.lease_seconds < 1:
         parser.error("--lease-seconds must be at least 1")
-    args.token = os.environ.get("MW_MCP_TOKEN") or None
-    if args.transport == "http" and not args.token and not loopback(args.host):
-        parser.error(f"listening on {args.host} would let anyone who reaches it act as this "
-                     "Agent: set MW_MCP_TOKEN in the environment (clients then send "
-                     "'Authorization: Bearer <it>'), or listen on 127.0.0.1")
+    args.token = None
+    if args.transport == "http":
+        try:
+            args.token = bearer_token("MW_MCP_TOKEN", args.host)
+        except ValueError as error:
+            parser.error(str(error))
     return args
-
-
-def loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 async def serve(args: argparse.Namespace, key: AgentKey, group_id: str) -> None:
