@@ -28,8 +28,10 @@ from a2a.types import (
     TaskState,
 )
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 
 from apps.bench.harness import free_port
+from mission_weave.a2a_bridge.group import RequireBearer
 
 QUESTION = "Which section of the report matters most to you?"
 REFUSAL = "I only summarize reports written in English."
@@ -107,15 +109,18 @@ class TestAgent:
 
     __test__ = False  # not a test class for pytest
 
-    def __init__(self, script: str = "asks"):
+    def __init__(self, script: str = "asks", token: str | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.seen = Seen()
         agent_card = card(self.url + "/")
         handler = DefaultRequestHandler(agent_executor=ScriptedExecutor(self.seen, script),
                                         task_store=InMemoryTaskStore(), agent_card=agent_card)
+        # With `token`, it requires a bearer token as mw-a2a-group does (the card is public).
+        guard = [Middleware(RequireBearer, token=token)] if token else []
         app = Starlette(routes=[*create_agent_card_routes(agent_card),
-                                *create_jsonrpc_routes(handler, rpc_url="/")])
+                                *create_jsonrpc_routes(handler, rpc_url="/")],
+                        middleware=guard)
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=self.port,
                                                     log_level="warning", lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)

@@ -13,10 +13,12 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
+import httpx
 import pytest
+from a2a.types import Part
 
 from mission_weave.a2a_bridge.worker import A2AWork
-from mission_weave.a2a_bridge.worker_agent import RemoteAgent
+from mission_weave.a2a_bridge.worker_agent import AgentBearer, AgentError, RemoteAgent
 from mission_weave.a2a_bridge.worker_cli import beside
 from mission_weave.a2a_bridge.worker_cli import main as mw_a2a_worker
 from mission_weave.a2a_bridge.worker_state import TaskLinks
@@ -387,3 +389,32 @@ def test_a_preemption_cancels_the_a2a_task_and_the_next_start_begins_a_new_one(
     assert checkpointed["progress"]["phase"] == "a2a:preempted"
     second = a2a_agent.seen.messages[1].task_id
     assert second != first and links(tmp_path, key)[f"{g}/long"]["taskId"] == second
+
+
+def test_the_agents_token_goes_to_the_agent_and_nowhere_else(monkeypatch):
+    agent = TestAgent(token="s3cret").start()
+    try:
+        async def talk():
+            remote = await RemoteAgent.connect(agent.url)
+            try:
+                return [e async for e in remote.send([Part(text="hello")])]
+            finally:
+                await remote.aclose()
+
+        with pytest.raises(AgentError, match="401"):
+            run(talk(), 30)
+        monkeypatch.setenv("MW_A2A_AGENT_TOKEN", "s3cret")
+        answered = run(talk(), 30)
+    finally:
+        agent.stop()
+    assert answered and agent.seen.texts()[-1] == "hello"
+
+    # A file part may point anywhere: the token goes only to the agent's origins.
+    bearer = AgentBearer("s3cret", "https://agent.example/a2a")
+    bearer.trust("https://rpc.agent.example/")
+    sent = {url: next(bearer.auth_flow(httpx.Request("GET", url))).headers.get("Authorization")
+            for url in ("https://agent.example/files/1", "https://rpc.agent.example/x",
+                        "http://agent.example/files/1", "https://elsewhere.example/f")}
+    assert sent == {"https://agent.example/files/1": "Bearer s3cret",
+                    "https://rpc.agent.example/x": "Bearer s3cret",
+                    "http://agent.example/files/1": None, "https://elsewhere.example/f": None}

@@ -8,9 +8,10 @@ what was being done; URLs are shown without any credentials they carry."""
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Generator, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager
 from urllib.parse import urlsplit, urlunsplit
 
@@ -36,6 +37,8 @@ TIMEOUT = httpx.Timeout(30.0, read=None)
 LONGEST_DOWNLOAD = 64 * 1024 * 1024  # a file part's URL, downloaded to be published
 CREDENTIALS = re.compile(r"//[^/@\s]+@")  # user:password@ in a URL quoted by an error
 FAILURES = (A2AError, httpx.HTTPError, OSError, ValueError, NotImplementedError)
+# The agent's bearer token, when its card requires one: from the environment only.
+TOKEN_VARIABLE = "MW_A2A_AGENT_TOKEN"
 
 
 class AgentError(Exception):
@@ -63,20 +66,48 @@ def _talking(to: str, doing: str) -> Iterator[None]:
                          f"{type(error).__name__}: {CREDENTIALS.sub('//', reason)}") from error
 
 
+class AgentBearer(httpx.Auth):
+    """`Authorization: Bearer <token>` on requests to the agent's own origins only: a file
+    part's URL may point anywhere, and the token must not follow it there."""
+
+    def __init__(self, token: str, *urls: str):
+        self.header, self.origins = f"Bearer {token}", {origin(url) for url in urls}
+
+    def trust(self, *urls: str) -> None:
+        self.origins |= {origin(url) for url in urls}
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        if origin(str(request.url)) in self.origins:
+            request.headers["Authorization"] = self.header
+        yield request
+
+
+def origin(url: str) -> tuple[str, str, int | None]:
+    parts = httpx.URL(url)
+    return parts.scheme, parts.host, parts.port
+
+
+def agent_http(url: str) -> tuple[httpx.AsyncClient, AgentBearer | None]:
+    """The HTTP client to talk to the agent at `url`, with its token if one is set."""
+    token = os.environ.get(TOKEN_VARIABLE)
+    bearer = AgentBearer(token, url) if token else None
+    return httpx.AsyncClient(timeout=TIMEOUT, auth=bearer), bearer
+
+
 async def fetch_card(url: str, http: httpx.AsyncClient | None = None) -> AgentCard:
     """The agent's A2A Agent Card from `<url>/.well-known/agent-card.json`."""
-    async with _http(http) as client:
+    async with _http(http, url) as client:
         with _talking(shown(url), "fetching the Agent Card"):
             return await A2ACardResolver(client, url).get_agent_card()
 
 
 @asynccontextmanager
-async def _http(given: httpx.AsyncClient | None) -> AsyncIterator[httpx.AsyncClient]:
-    """The given httpx client, or one of our own, closed on exit."""
+async def _http(given: httpx.AsyncClient | None, url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """The given httpx client, or one of our own for `url`, closed on exit."""
     if given is not None:
         yield given
         return
-    async with httpx.AsyncClient(timeout=TIMEOUT) as own:
+    async with agent_http(url)[0] as own:
         yield own
 
 
@@ -86,10 +117,13 @@ class RemoteAgent:
 
     @classmethod
     async def connect(cls, url: str) -> RemoteAgent:
-        """Fetch the agent's card and make a client for the transport it offers."""
-        http = httpx.AsyncClient(timeout=TIMEOUT)
+        """Fetch the agent's card and make a client for the transport it offers (with
+        MW_A2A_AGENT_TOKEN, sent to the agent's URL and the interfaces its card names)."""
+        http, bearer = agent_http(url)
         try:
             card = await fetch_card(url, http)
+            if bearer:
+                bearer.trust(*(interface.url for interface in card.supported_interfaces))
             with _talking(shown(url), "choosing a transport"):
                 client = ClientFactory(ClientConfig(httpx_client=http)).create(card)
         except BaseException:
