@@ -3,6 +3,8 @@ another, and the exact operator commands that register it."""
 
 import json
 import shlex
+import subprocess
+import sys
 
 import pytest
 
@@ -76,3 +78,11 @@ def test_an_agent_id_the_server_would_refuse_is_refused_here(tmp_path, capsys):
     assert refused.value.code == 2
     assert "agent id 'bad/id'" in capsys.readouterr().err
     assert not (tmp_path / "x.json").exists()
+
+
+@pytest.mark.parametrize("module", ["mission_weave.sdk.keys", "mission_weave.sdk.worker"])
+def test_the_sdks_commands_run_without_a_warning(module):
+    # The package imports none of its modules, so `python -m` runs each one fresh.
+    ran = subprocess.run([sys.executable, "-W", "error", "-m", module, "--help"],
+                         capture_output=True, text=True, timeout=60)
+    assert ran.returncode == 0 and ran.stderr == "", ran.stderr

@@ -15,6 +15,16 @@ page, with a worker that runs as written: docs/sdk.md.
   the Group service is unreachable, rebased and reconciled on reconnection; `OfflineError`.
 """
 
-from .offline_buffer import OfflineError
+from typing import Any
 
 __all__ = ["OfflineError"]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported when asked for, not with the package: `python -m mission_weave.sdk.keys`
+    # (or .worker) would otherwise run a module the package had already imported, and
+    # Python warns about that.
+    if name == "OfflineError":
+        from .offline_buffer import OfflineError
+        return OfflineError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
