@@ -12,6 +12,7 @@ import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -272,9 +273,12 @@ else:
 MW_WS_MEMBERSHIP_TTL_SECONDS = envint("MW_WS_MEMBERSHIP_TTL_SECONDS", 5)
 
 CELERY_BROKER_URL = REDIS_URL or None
-if REDIS_SENTINELS:  # kombu's Sentinel transport: the sentinels, `;` between them
-    CELERY_BROKER_URL = ";".join(f"sentinel://{host}:{port}" for host, port in REDIS_SENTINELS)
-    CELERY_BROKER_PASSWORD = REDIS_PASSWORD
+if REDIS_SENTINELS:
+    # kombu's Sentinel transport: the sentinels, `;` between them. Redis's password is in
+    # each one, as kombu takes it from the URL it fails over to (Celery masks it in logs).
+    _password = f":{quote(REDIS_PASSWORD, safe='')}@" if REDIS_PASSWORD else ""
+    CELERY_BROKER_URL = ";".join(f"sentinel://{_password}{host}:{port}"
+                                 for host, port in REDIS_SENTINELS)
     CELERY_BROKER_TRANSPORT_OPTIONS = {"master_name": REDIS_SENTINEL_MASTER,
                                        "sentinel_kwargs": _sentinel_kwargs}
 # Without a broker, tasks run inline after the commit that starts them; MW_TASKS_EAGER=1

@@ -15,7 +15,7 @@ import pytest
 
 HEAVY = ["test_worker_faults.py", "test_web_kills.py", "test_postgres_restart.py",
          "test_redis_restart.py", "test_celery_kills.py", "test_scale_out.py",
-         "test_notify_kills.py"]
+         "test_notify_kills.py", "test_sentinel_failover.py"]
 
 if os.environ.get("MW_FAULT_TESTS") == "1":
     collect_ignore = ["test_scale_out_short.py"]  # the long run covers it
