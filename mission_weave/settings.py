@@ -236,18 +236,20 @@ REDIS_SENTINELS = [_host_and_port("REDIS_SENTINELS", address)
 REDIS_SENTINEL_MASTER = envstr("REDIS_SENTINEL_MASTER", "") or "mymaster"
 REDIS_SENTINEL_PASSWORD = envstr("REDIS_SENTINEL_PASSWORD", "") or None
 REDIS_PASSWORD = envstr("REDIS_PASSWORD", "") or None
-# How the channel layer and Celery talk to a sentinel: short timeouts pass a dead one over.
-_sentinel_kwargs = {"password": REDIS_SENTINEL_PASSWORD, "socket_timeout": 1,
-                    "socket_connect_timeout": 1}
 if REDIS_SENTINELS:
+    from mission_weave.runtime.redis_connections import credentials
+
     REDIS_URL = ""
+    # How the channel layer and Celery talk to a sentinel: short timeouts pass a dead one.
+    _sentinel_kwargs = {**credentials(REDIS_SENTINEL_PASSWORD), "socket_timeout": 1,
+                        "socket_connect_timeout": 1}
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {"hosts": [{"sentinels": REDIS_SENTINELS,
                                   "master_name": REDIS_SENTINEL_MASTER,
                                   "sentinel_kwargs": _sentinel_kwargs,
-                                  "password": REDIS_PASSWORD}]},
+                                  **credentials(REDIS_PASSWORD)}]},
         }
     }
     CACHES = {"default": {

@@ -16,6 +16,7 @@ and are never logged.
 
 import redis
 from django.conf import settings
+from redis.credentials import UsernamePasswordCredentialProvider
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 SENTINEL_TIMEOUT = 1.0  # seconds to reach a sentinel and for its answer, at most
@@ -63,22 +64,31 @@ def rate_limit_storage(**options):
     if settings.REDIS_SENTINELS:
         return RedisSentinelStorage(
             f"redis+sentinel{location().removeprefix('sentinel')}", use_replicas=False,
-            sentinel_kwargs=sentinel_kwargs(options), password=settings.REDIS_PASSWORD,
+            sentinel_kwargs=sentinel_kwargs(options), **credentials(settings.REDIS_PASSWORD),
             **options)
     return RedisStorage(settings.REDIS_URL, **options)
+
+
+def credentials(password: str | None) -> dict:
+    """A password as redis-py's connection options: a credential provider, never
+    `password=`, as redis-py writes a client's options into some of its errors (a
+    MasterNotFoundError names every sentinel it tried), and errors are logged."""
+    if not password:
+        return {}
+    return {"credential_provider": UsernamePasswordCredentialProvider(password=password)}
 
 
 def sentinel_kwargs(options: dict) -> dict:
     """How to talk to a sentinel: its password, and timeouts no longer than the client's
     own (so a readiness probe stays short), at most SENTINEL_TIMEOUT."""
-    return {"password": settings.REDIS_SENTINEL_PASSWORD,
+    return {**credentials(settings.REDIS_SENTINEL_PASSWORD),
             **{name: min(options.get(name) or SENTINEL_TIMEOUT, SENTINEL_TIMEOUT)
                for name in ("socket_timeout", "socket_connect_timeout")}}
 
 
 def _sentinels(kind, options: dict):
     return kind(settings.REDIS_SENTINELS, sentinel_kwargs=sentinel_kwargs(options),
-                password=settings.REDIS_PASSWORD)
+                **credentials(settings.REDIS_PASSWORD))
 
 
 class SentinelCachePool(SentinelConnectionPool):
@@ -88,5 +98,5 @@ class SentinelCachePool(SentinelConnectionPool):
 
     @classmethod
     def from_url(cls, url: str, **options):  # type: ignore[override]
-        return cls(url, _sentinels(Sentinel, options), password=settings.REDIS_PASSWORD,
+        return cls(url, _sentinels(Sentinel, options), **credentials(settings.REDIS_PASSWORD),
                    **options)

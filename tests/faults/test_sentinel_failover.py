@@ -28,7 +28,7 @@ from apps.ledger.verify import verify_group
 from mission_weave.sdk.client import Client
 from mission_weave.sdk.keys import AgentKey
 from tests.faults import procs
-from tests.integration.sentinels import sentinel_set
+from tests.integration.sentinels import PASSWORD, SENTINEL_PASSWORD, sentinel_set
 from tests.integration.wslive import server_env
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -78,6 +78,9 @@ def test_primary_killed_and_replica_promoted_while_50_subscribers_stream_loses_n
     assert run["pushes"] > 0 and stats["evalsha"] > 0, (run, stats)  # publisher, limits
     assert [c["psub"] for c in hub] == ["2"], hub  # the one subscription of the web process
     assert ready == (200, "ok"), ready
+    for log in (web_log, worker_log):  # a failover's errors are logged, never the passwords
+        text = log.read_text()
+        assert PASSWORD not in text and SENTINEL_PASSWORD not in text, log
     duplicates = sum(s["duplicates"] for s in sockets)
     reconnects = sum(s["reconnects"] for s in sockets)
     latencies = report["latencies"]

@@ -50,6 +50,25 @@ def test_a_sentinel_address_without_a_port_is_refused(monkeypatch):
         settings_made_of(monkeypatch, {"REDIS_SENTINELS": "127.0.0.1:26379,sentinel-b"})
 
 
+@pytest.mark.django_db
+def test_no_password_shows_in_what_a_failure_says(settings):
+    """With no sentinel answering, redis-py's MasterNotFoundError names every sentinel
+    client it tried, with its options: /readyz serves that text, the hub logs it."""
+    settings.REDIS_URL, settings.REDIS_SENTINELS = "", [("127.0.0.1", 1), ("127.0.0.1", 2)]
+    settings.REDIS_SENTINEL_PASSWORD, settings.REDIS_PASSWORD = "sentinel-pw-42", "redis-pw-42"
+
+    async def failure() -> str:
+        try:
+            await redis_connections.async_client().ping()
+        except Exception as error:
+            return repr(error)
+        return "no error"
+
+    said = [readiness.checks()["redis"], asyncio.run(failure())]
+    assert all("MasterNotFoundError" in text for text in said), said
+    assert not any("-pw-42" in text for text in said), said
+
+
 class Subscriber:
     """A WebSocket connection as the hub sees one."""
 
