@@ -147,7 +147,8 @@ def mission_page(viewer: Viewer, mission_id: str, expanded=frozenset(), cycle=No
                                         budgets["item_budgets"]),
             "approval_blocked": approval_blocked(items),
             "children": child_missions(viewer, mission_id),
-            "proposals": open_proposals(viewer, mission_id) if coordinates else [],
+            "proposals": waits.open_proposals(viewer.group_id, [mission_id]).get(mission_id, [])
+            if coordinates else [],
             "can_plan": coordinates,
             "can_end": active and (viewer.coordinates(mission) or viewer.owns(mission)),
             "can_approve": viewer.owns(mission) and active}
@@ -532,13 +533,6 @@ def revisions(trail: dict) -> list:
     return found
 
 
-def open_proposals(viewer: Viewer, mission_id: str) -> list:
-    rows = work_models.Proposal.objects.filter(group_id=viewer.group_id, mission_id=mission_id,
-                                               status="open").order_by("proposal_id")
-    return sorted((state_documents.proposal_from_doc(r.doc) for r in rows),
-                  key=lambda p: (p.created_at is None, p.created_at, p.id))
-
-
 def proposal(viewer: Viewer, mission_id: str, proposal_id: str) -> state.Proposal:
     row = work_models.Proposal.objects.filter(group_id=viewer.group_id, mission_id=mission_id,
                                               proposal_id=proposal_id).first()
@@ -606,9 +600,10 @@ def inbox(user, now, group_id: str | None = None, mission_id: str | None = None)
                                                        mission_id__in=list(by_mission)):
             items.setdefault(row.mission_id, []).append(state_documents.item_from_doc(row.doc))
         refused = waits.open_refusals(member.group_id, list(by_mission.values()), items)
+        proposals = waits.open_proposals(member.group_id, list(by_mission))
         for mission in by_mission.values():
             rows += [replace(entry, group_id=member.group_id) for entry in inbox_rules.waiting(
                 mission, items.get(mission.id, []), member.principal, member.roles, now,
-                refusal_open=mission.id in refused)]
+                refusal_open=mission.id in refused, proposals=proposals.get(mission.id, []))]
     return sorted(rows, key=lambda w: (w.since is None, w.since or now, w.group_id,
                                        w.mission.id, w.item.id if w.item else ""))

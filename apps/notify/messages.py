@@ -21,7 +21,8 @@ SUBJECT_TITLE = 80
 HEADINGS = {"execution-approval": "Execution approval", "final-approval": "Final Approval",
             "approval-refused": "Final Approval refused", "review": "A result to review",
             "unblock": "A blocked WorkItem", "ambiguity": "An open ambiguity",
-            "execution-refused": "Execution refused", "re-offer": "Work without an owner"}
+            "execution-refused": "Execution refused", "re-offer": "Work without an owner",
+            "proposals": "Work proposed"}
 
 
 def link(wait: Wait) -> str:

@@ -144,15 +144,29 @@ def current(group_id: str, mission_ids: set, now) -> dict:
     roles = dict(Membership.objects.filter(group_id=group_id, principal__in=people, active=True)
                  .values_list("principal", "roles"))
     refused = open_refusals(group_id, missions, items)
+    proposals = open_proposals(group_id, [m.id for m in missions])
     found = {}
     for mission in missions:
         for principal in sorted(people & {mission.owner_id, *authority.coordinators(mission)}):
             if principal not in roles:
                 continue  # not a member (any more): nothing waits on them here
             for entry in waiting(mission, items.get(mission.id, []), principal,
-                                 roles[principal], now, refusal_open=mission.id in refused):
+                                 roles[principal], now, refusal_open=mission.id in refused,
+                                 proposals=proposals.get(mission.id, [])):
                 found[(principal, entry.kind, mission.id,
                        entry.item.id if entry.item else "")] = entry
+    return found
+
+
+def open_proposals(group_id: str, mission_ids: list) -> dict:
+    """{mission id: [state.Proposal], oldest first} of these Missions' proposals not yet
+    authorized. The dashboard asks it too (Waiting on me, the Mission page)."""
+    found: dict[str, list] = {}
+    for row in work_models.Proposal.objects.filter(group_id=group_id, status="open",
+                                                   mission_id__in=mission_ids):
+        found.setdefault(row.mission_id, []).append(state_documents.proposal_from_doc(row.doc))
+    for proposals in found.values():
+        proposals.sort(key=lambda p: (p.created_at is None, p.created_at, p.id))
     return found
 
 

@@ -7,7 +7,8 @@ both ask it, so a mail goes out for exactly what the page lists.
 principal, by the authority the pipeline applies (core/commands/authority.py): the
 MissionOwner decides execution approvals and the final Approval; the Mission's
 Coordinator (or a delegate) reviews results, unblocks, answers ambiguities and refusals,
-and re-offers work whose owner has gone.
+and re-offers work whose owner has gone; Work Proposals wait on the Coordinator too, until
+one authorizes them.
 
 A refused final Approval waits on the Coordinator until new or revised work answers it
 (ANSWERS: a WorkItem authorized, a contract revised, a result submitted or accepted, a
@@ -33,7 +34,8 @@ DONE = (state.VERIFIED, state.CANCELLED)
 # Where on its page each decision is taken (the section's id).
 ANCHORS = {"execution-approval": "execution-approval", "final-approval": "final-approval",
            "approval-refused": "plan", "review": "decide", "unblock": "steer",
-           "ambiguity": "conversation", "execution-refused": "steer", "re-offer": "steer"}
+           "ambiguity": "conversation", "execution-refused": "steer", "re-offer": "steer",
+           "proposals": "proposals"}
 
 
 @dataclass(frozen=True)
@@ -51,12 +53,13 @@ class Waiting:
 
 
 def waiting(mission: state.Mission, items: list[state.WorkItem], principal: str,
-            roles: Collection[str], now: datetime,
-            refusal_open: bool | None = None) -> list[Waiting]:
+            roles: Collection[str], now: datetime, refusal_open: bool | None = None,
+            proposals: Collection[state.Proposal] = ()) -> list[Waiting]:
     """What in this active Mission waits on `principal` with `roles` in its Group.
     `refusal_open`: whether the owner's latest refusal of the final Approval is still
     unanswered (refusal_status over its events); None takes the projection's word for it
-    (`approval_refusal`, cleared by work.authorized and work.contract_revised only)."""
+    (`approval_refusal`, cleared by work.authorized and work.contract_revised only).
+    `proposals`: the Mission's Work Proposals (those not yet authorized wait)."""
     if refusal_open is None:
         refusal_open = mission.approval_refusal is not None
     found: list[Waiting] = []
@@ -64,7 +67,24 @@ def waiting(mission: state.Mission, items: list[state.WorkItem], principal: str,
         found += _owners(mission, items, refusal_open)
     if "coordinator" in roles and principal in authority.coordinators(mission):
         found += _coordinators(mission, items, now, refusal_open)
+        found += _proposals(mission, proposals)
     return found
+
+
+def _proposals(mission: state.Mission,
+               proposals: Collection[state.Proposal]) -> list[Waiting]:
+    """One entry for all the Mission's proposals not yet authorized (each mail names the
+    oldest and how many; the Mission page lists them all)."""
+    waiting_ones = sorted((p for p in proposals if p.mission_id == mission.id
+                           and p.status == "open"),
+                          key=lambda p: (p.created_at is None, p.created_at, p.id))
+    if not waiting_ones:
+        return []
+    oldest = waiting_ones[0]
+    more = f" and {len(waiting_ones) - 1} more" if len(waiting_ones) > 1 else ""
+    return [Waiting("proposals", f"Work proposed by {oldest.proposer}: "
+                    f"“{oldest.contract.get('goal', '')}”{more}",
+                    mission, None, oldest.created_at)]
 
 
 def _owners(mission: state.Mission, items: list[state.WorkItem],

@@ -9,6 +9,7 @@ import pytest
 
 from apps.ledger.models import Event
 from tests.integration.test_dashboard import human_coordinator, item_url, last_event, mission_url
+from tests.integration.test_dashboard_owner import waiting_rows
 from tests.support import Scenario, contract, evidence
 
 pytestmark = pytest.mark.django_db
@@ -452,16 +453,23 @@ def test_a_proposal_is_listed_with_its_proposer_and_authorized_from_the_form(coo
     proposed = s.w1.ok("work.propose", {"missionId": s.mission_id,
                                         "contract": contract(goal="Check the figures")})
     proposal_id = proposed[0]["data"]["proposalId"]
+    s.w2.ok("work.propose", {"missionId": s.mission_id, "contract": contract(goal="Recheck")})
 
     page = html_of(hc.client.get(mission_url(s)))
     row = re.search(rf'<tr data-proposal="{proposal_id}">(.*?)</tr>', page, re.S).group(1)
+    home = html_of(hc.client.get("/"))
     url = mission_url(s, f"proposals/{proposal_id}/authorize")
     data = form_data(html_of(hc.client.get(url)), "contract-form")
     authorized = hc.client.post(url, data)
 
     assert "Check the figures" in row and s.w1.principal in row
+    # Both wait on the Coordinator, as one row naming the oldest, linked to the list.
+    assert waiting_rows(hc.client) == [("proposals", s.mission_id, None)]
+    assert (f"Work proposed by {s.w1.principal}: “Check the figures” and 1 more" in home)
+    assert f'{mission_url(s)}#proposals"' in home
     assert authorized.status_code == 302, html_of(authorized)[-2000:]
     event = last_event(s)
     assert (event.type, event.data["proposalId"]) == ("work.authorized", proposal_id)
     assert event.data["contract"]["goal"] == "Check the figures"
     assert f'data-proposal="{proposal_id}"' not in html_of(hc.client.get(mission_url(s)))
+    assert "“Recheck”" in html_of(hc.client.get("/"))  # the other one still waits

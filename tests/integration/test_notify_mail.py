@@ -18,7 +18,7 @@ from apps.notify import sending, tasks, waits
 from apps.notify.models import Mail, Preference, Wait
 from tests.integration.notify_smtp import smtp_server
 from tests.integration.test_dashboard_owner import verified
-from tests.support import Scenario, evidence
+from tests.support import Scenario, contract, evidence
 
 pytestmark = pytest.mark.django_db
 
@@ -173,6 +173,29 @@ def test_a_human_coordinator_hears_of_a_result_to_review(smtp):
     assert mail["To"] == "lead@example.org"
     assert mail["Subject"].startswith("[MissionWeave] A result to review: Q3 review")
     assert f"{PUBLIC}/g/{s.world.group.id}/work-items/{item}/#decide" in parts(mail)[0]
+
+
+def test_a_human_coordinator_hears_of_work_proposed_until_it_is_authorized(smtp):
+    s = Scenario()
+    lead = s.world.human(f"lead-{s.world.group.slug}", roles=("coordinator",))
+    get_user_model().objects.filter(username=lead.name).update(email="lead@example.org")
+    s.coordinated_by(lead)
+    proposed = s.w2.ok("work.propose", {"missionId": s.mission_id,
+                                        "contract": contract(goal="Proofread the <b>draft</b>")})
+    tasks.notice(s.world.group.id)
+    (mail,) = smtp.wait_for(1)
+    text, html = parts(mail)
+    proposal_id = proposed[0]["data"]["proposalId"]
+    lead.ok("work.authorize", {"missionId": s.mission_id, "proposalId": proposal_id,
+                               "contract": contract(goal="Proofread the draft")})
+    tasks.notice(s.world.group.id)
+
+    assert mail["Subject"].startswith("[MissionWeave] Work proposed: Q3 review")
+    assert f"Work proposed by {s.w2.principal}: “Proofread the <b>draft</b>”" in text
+    assert "&lt;b&gt;draft&lt;/b&gt;" in html and "<b>draft</b>" not in html
+    assert f"{PUBLIC}/g/{s.world.group.id}/missions/{s.mission_id}/#proposals" in text
+    wait = Wait.objects.get(group_id=s.world.group.id, kind="proposals")
+    assert wait.resolved_at is not None  # authorized: it waits no more
 
 
 def test_the_operators_mail_page_shows_the_caught_mail(settings, tmp_path):
