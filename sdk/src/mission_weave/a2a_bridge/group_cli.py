@@ -51,6 +51,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                         "criteria, deliverables, budgets, ...)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # a line per request otherwise
 
     try:
         key = AgentKey.load(args.key)
