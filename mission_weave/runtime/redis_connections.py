@@ -31,8 +31,7 @@ def location() -> str:
     """Which Redis the settings name, as a key for what is built per Redis (REDIS_URL may
     hold a password: never log this)."""
     if settings.REDIS_SENTINELS:
-        sentinels = ",".join(f"{host}:{port}" for host, port in settings.REDIS_SENTINELS)
-        return f"sentinel://{sentinels}/{settings.REDIS_SENTINEL_MASTER}"
+        return f"sentinel://{_sentinels_and_master()}"
     return settings.REDIS_URL
 
 
@@ -63,7 +62,7 @@ def rate_limit_storage(**options):
 
     if settings.REDIS_SENTINELS:
         return RedisSentinelStorage(
-            f"redis+sentinel{location().removeprefix('sentinel')}", use_replicas=False,
+            f"redis+sentinel://{_sentinels_and_master()}", use_replicas=False,
             sentinel_kwargs=sentinel_kwargs(options), **credentials(settings.REDIS_PASSWORD),
             **options)
     return RedisStorage(settings.REDIS_URL, **options)
@@ -86,6 +85,11 @@ def sentinel_kwargs(options: dict) -> dict:
                for name in ("socket_timeout", "socket_connect_timeout")}}
 
 
+def _sentinels_and_master() -> str:
+    sentinels = ",".join(f"{host}:{port}" for host, port in settings.REDIS_SENTINELS)
+    return f"{sentinels}/{settings.REDIS_SENTINEL_MASTER}"
+
+
 def _sentinels(kind, options: dict):
     return kind(settings.REDIS_SENTINELS, sentinel_kwargs=sentinel_kwargs(options),
                 **credentials(settings.REDIS_PASSWORD))
@@ -97,6 +101,6 @@ class SentinelCachePool(SentinelConnectionPool):
     (settings.py), and the pool finds that primary at each new connection."""
 
     @classmethod
-    def from_url(cls, url: str, **options):  # type: ignore[override]
+    def from_url(cls, url: str, **options):
         return cls(url, _sentinels(Sentinel, options), **credentials(settings.REDIS_PASSWORD),
                    **options)
