@@ -5,7 +5,7 @@ failover (SENTINEL FAILOVER) made the replica the primary.
 The settings are those settings.py makes of REDIS_SENTINELS (REDIS_URL pointing at
 nothing); each user is seen to act on the primary itself, read there with a client of
 its own: Django's cache, the rate limits, the publisher, the hub's subscription,
-readiness (and the metrics' client), Celery's broker and the channel layer."""
+readiness, Celery's broker (and the metrics' gauge of its queue) and the channel layer."""
 
 import asyncio
 import contextlib
@@ -197,10 +197,12 @@ def every_user_acts_on(redis_set, port: int, phase: str, run: str, celery, chann
     assert collectors.redis_client().info("server")["tcp_port"] == port
     assert redis_connections.client().info("server")["tcp_port"] == port
 
-    queue_name = f"sentinel-{run}"
-    before = primary.llen(queue_name)
-    eventually(lambda: celery.send_task("mw.sentinel.probe", queue=queue_name)
-               and primary.llen(queue_name) > before, f"Celery's broker {phase}")
+    before = primary.llen("celery")  # the default queue (this set's own Redis)
+    eventually(lambda: celery.send_task("mw.sentinel.probe") and primary.llen("celery") > before,
+               f"Celery's broker {phase}")
+    (depth,) = collectors.StateCollector()._celery()  # the metrics read it there too
+    assert {s.labels["queue"]: s.value for s in depth.samples}["celery"] == \
+        primary.llen("celery")
 
     def layer_round_trip():
         async def trip():
