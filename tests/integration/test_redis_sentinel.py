@@ -128,12 +128,12 @@ def test_every_redis_user_reaches_the_primary_and_the_new_one_after_a_failover(
 
             first = redis_set.primary_port()
             every_user_acts_on(redis_set, first, "before", run, celery, channel_layer,
-                               hub, subscriber, group_id)
+                               subscriber, group_id)
             began = time.monotonic()
             second = redis_set.fail_over()
             assert second != first
             every_user_acts_on(redis_set, second, "after", run, celery, channel_layer,
-                               hub, subscriber, group_id)
+                               subscriber, group_id)
             assert subscriber.catch_ups >= 2  # subscribed again, so it caught up its sockets
             print(f"\nSENTINEL FAILOVER {first} -> {second}: every user on the new primary "
                   f"{time.monotonic() - began:.1f} s after it was asked for")
@@ -150,7 +150,7 @@ async def stopped(hub: Hub) -> None:
 
 
 def every_user_acts_on(redis_set, port: int, phase: str, run: str, celery, channel_layer,
-                       hub: Hub, subscriber: Subscriber, group_id: str) -> None:
+                       subscriber: Subscriber, group_id: str) -> None:
     """Each user writes (or subscribes) through its own client; the primary at `port` is
     read directly to see it did so there."""
     primary = redis_set.node(port)
