@@ -2,7 +2,19 @@ import pytest
 import time_machine
 
 from mission_weave.celery import app as celery_app
+from tests import citus
 from tests.support import Scenario, now
+
+if citus.URL:
+    @pytest.fixture(scope="session")
+    def django_db_setup(django_db_setup, django_db_blocker):
+        """On a Citus cluster (`make test-citus`): the migrated test database distributed
+        as a deployment's is (tests/citus.py)."""
+        with django_db_blocker.unblock():
+            citus.prepare()
+        yield
+        with django_db_blocker.unblock():
+            citus.forget()
 
 
 @pytest.fixture(autouse=True)

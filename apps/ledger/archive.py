@@ -42,11 +42,13 @@ def _move(group_id: str, after: int, through: int) -> None:
         copied = cursor.rowcount
         cursor.execute(f"UPDATE {GROUPS} SET online_floor = %s WHERE id = %s",
                        [through, group_id])
-        # the trigger's permission, for this transaction only
-        cursor.execute("SELECT set_config('mw.archiving', 'on', true)")
+        # The trigger's permission, for this transaction only. A SET LOCAL statement, not
+        # set_config(): on Citus only the statement reaches the shards' trigger
+        # (citus.propagate_set_commands, set by mw_distribute).
+        cursor.execute("SET LOCAL mw.archiving = on")
         cursor.execute(f"DELETE FROM {EVENTS} {where}", span)
         deleted = cursor.rowcount
-        cursor.execute("SELECT set_config('mw.archiving', 'off', true)")
+        cursor.execute("SET LOCAL mw.archiving = off")
     if not copied == deleted == through - after:
         # the online log lacked some of these events: refuse rather than leave a hole
         raise RuntimeError(f"archiving Group {group_id} {after + 1}..{through}: copied "

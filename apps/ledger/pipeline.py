@@ -15,6 +15,7 @@ app that implements it.
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -30,7 +31,7 @@ from mission_weave.protocol.canonical import sha256_hex, signature_key_id
 from mission_weave.protocol.errors import ProtocolError
 from mission_weave.protocol.timefmt import format_time
 
-from . import db, faults, group_commit, history, publish
+from . import db, distribution, faults, group_commit, history, publish
 from . import envelope as envelopes
 from .models import CommandRecord, Event, Group
 from .ports import plugged
@@ -162,13 +163,13 @@ def _together(batch: list) -> None:
     command goes again alone, so that one command's failure is its own."""
     answers: list[Answer | ProtocolError | None] = []
     plugged.observer.batched(len(batch))
+    locks, read_heads = _batch_locks(sorted({p.group_id for p in batch}))
     try:
         # BEGIN with the locks, COMMIT with the last command's writes (if it has any)
         with db.transaction():
             # the locks, the rechecks of cached senders and the first command's reads
             # in one round trip
-            ahead = [_lock_many_statement(sorted({p.group_id for p in batch})),
-                     *(p.recheck for p in batch if p.recheck)]
+            ahead = [*locks, *(p.recheck for p in batch if p.recheck)]
             first = batch[0]
             asked = time.perf_counter()
             try:
@@ -177,9 +178,8 @@ def _together(batch: list) -> None:
             except ProtocolError:  # its reads are refused: lock without them
                 locked, view = db.fetch_all(ahead), None
             plugged.observer.lock_waited(time.perf_counter() - asked)
-            heads = {group_id: (sequence, head_hash)
-                     for group_id, sequence, head_hash in locked[0]}
-            rechecked = iter(locked[1:])
+            heads = read_heads(locked[:len(locks)])
+            rechecked = iter(locked[len(locks):])
             for index, pending in enumerate(batch):
                 try:
                     if pending.recheck:
@@ -396,6 +396,20 @@ def _lock_many_statement(group_ids: list) -> tuple:
     batches never wait on each other in a cycle. A Group that does not exist is absent."""
     return (f"SELECT id, head_sequence, head_hash FROM {GROUPS} WHERE id = ANY(%s) "
             f"ORDER BY id FOR NO KEY UPDATE", [group_ids])
+
+
+def _batch_locks(group_ids: list) -> tuple[list, Callable[[list], dict]]:
+    """The statements that lock a batch's Groups, and how to read their results as
+    Group id -> head. One statement on PostgreSQL; on Citus one per Group, in the same
+    order and round trip, since Citus takes FOR UPDATE only on a query of one shard (a
+    batch over Groups on two nodes then commits by two-phase commit)."""
+    if distribution.on_citus():
+        return ([_lock_statement(group_id) for group_id in group_ids],
+                lambda results: {group_id: tuple(rows[0])
+                                 for group_id, rows in zip(group_ids, results) if rows})
+    return ([_lock_many_statement(group_ids)],
+            lambda results: {group_id: (sequence, head_hash)
+                             for group_id, sequence, head_hash in results[0]})
 
 
 def _lock_statement(group_id: str, skip_locked: bool = False) -> tuple:

@@ -33,10 +33,11 @@ from datetime import datetime
 from functools import cache
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, transaction
 from django.utils import timezone
 
-from apps.ledger import db, pipeline
+from apps.ledger import db, distribution, pipeline
 from mission_weave.core import dispatch
 from mission_weave.core import sweep as core
 from mission_weave.core.commands import Context
@@ -94,6 +95,9 @@ def sweep(now: datetime | None = None, limit: int | None = None) -> dict:
     """One bounded sweep: counts of what it appended and of the Groups it visited."""
     now = now or timezone.now()
     limit = limit or settings.MW_SWEEP_BATCH
+    if not distribution.on_coordinator():  # the claims would not exclude each other
+        raise ImproperlyConfigured("on Citus the sweeper must connect to the coordinator: "
+                                   "its Group claims are advisory locks, which are per node")
     by_group = defaultdict(list)
     for group_id, item_id in due(now, limit):
         by_group[group_id].append(item_id)
@@ -179,7 +183,8 @@ CLAIMS = 0x6D77  # the advisory lock key space of sweep claims ("mw")
 def _claim(group_id: str):
     """True while this sweeper has the Group's turn; False if another sweeper has it.
     A session-level advisory lock: it outlives the transactions of the turn and dies
-    with the connection."""
+    with the connection. Taken where the connection is: on Citus, on the coordinator,
+    which every sweeper connects to (`sweep` checks), never on a shard's node."""
     key = [CLAIMS, group_id]
     ((claimed,),) = db.fetch("SELECT pg_try_advisory_lock(%s, hashtext(%s))", key)
     try:

@@ -9,39 +9,17 @@ holds to Citus' rules for a distributed table or is declared a reference table.
 - a foreign key between distributed tables maps the one's distribution column to the
   other's (so both rows live on the same shard); none goes from a reference table to
   a distributed one;
-- any other table is in REFERENCE_TABLES, with the reason it holds no Group's data.
+- any other table is in REFERENCE_TABLES (apps/ledger/distribution.py), with the reason
+  it holds no Group's data.
 
 A new table or constraint that breaks a rule fails here, named."""
 
 import pytest
 from django.db import connection
 
+from apps.ledger.distribution import GROUPS, REFERENCE_TABLES
+
 pytestmark = pytest.mark.django_db
-
-GROUPS = "ledger_group"  # the tenant table: distributed by its own id
-
-# Replicated to every node (Citus reference tables; Django's own may instead stay local
-# on the coordinator): no Group's data, read beside any Group's.
-REFERENCE_TABLES = {
-    "identity_agent": "an Agent belongs to no Group; read by every Group's commands",
-    "identity_agentkey": "an Agent's keys, not a Group's",
-    "identity_agentsession": "an Agent's sessions, read with the membership on each request",
-    "identity_sessionnonce": "an Agent's used nonces, not a Group's",
-    "identity_presence": "an Agent's capacity report, the same in every Group",
-    "artifacts_blob": "bytes named by their hash, shared by every Group that cites them",
-    "artifacts_blobupload": "who uploaded a blob: the blob's, not a Group's",
-    "auth_user": "people, each a member of any number of Groups",
-    "identity_oidcidentity": "who a person is at the OpenID provider: the user's, not a Group's",
-    "auth_group": "Django's permission groups, not MissionWeave Groups",
-    "auth_group_permissions": "its group_id is a Django permission group's",
-    "auth_user_groups": "its group_id is a Django permission group's",
-    "auth_permission": "Django's permissions",
-    "auth_user_user_permissions": "Django's permissions",
-    "django_content_type": "Django's model registry",
-    "django_migrations": "Django's migration record",
-    "django_session": "browser sessions, of users, not of a Group",
-    "django_admin_log": "operators' admin actions across Groups",
-}
 
 TABLES = """
 SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
