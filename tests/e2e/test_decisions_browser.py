@@ -21,7 +21,7 @@ from apps.work.models import WorkItem
 from tests.e2e.conftest import at_each_width, follow, g_url, go, photographed, sign_in, submit
 from tests.faults.procs import wait_until
 from tests.integration.artifact_helpers import submitted_json
-from tests.support import Scenario, evidence
+from tests.support import Scenario, contract, evidence
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -195,3 +195,18 @@ def test_an_acceptance_overrides_a_failed_criterion_with_a_reason_the_owner_read
     expect(accepted).to_contain_text(f"Accepted the result {item_id}")
     expect(accepted).to_contain_text("overriding ac1")
     at_each_width(owners, shot, "owner-matrix-override")
+
+
+def test_work_proposed_waits_on_the_coordinator_and_leads_to_the_list(coordinated, page,
+                                                                       asgi_server, shot):
+    s, coordinator = coordinated
+    s.w2.ok("work.propose", {"missionId": s.mission_id, "contract": contract(
+        goal="Add a one-page summary for the board")})
+    sign_in(page, asgi_server.url, coordinator.name)
+    expect(page.locator("#waiting tr[data-kind='proposals']")).to_contain_text(
+        f"Work proposed by {s.w2.principal}: “Add a one-page summary for the board”")
+    at_each_width(page, shot, "coordinator-proposal-waiting")
+    follow(page, "#waiting tr[data-kind='proposals'] a")
+    expect(page.locator("#proposals")).to_contain_text("Add a one-page summary for the board")
+    assert page.url.endswith("#proposals")
+    at_each_width(page, shot, "coordinator-proposals-list")
