@@ -68,6 +68,17 @@ test-core: venv
 test-faults: venv
 	@$(SERVICES) && MW_FAULT_TESTS=1 $(PY) -m pytest tests/faults
 
+# The suites that talk to the database (tests/integration, the live SDK tests, the fault
+# tests) against a Citus cluster: MW_CITUS_URL names a database on its coordinator that
+# has the extension and its workers (docs/operations.md, "Past one database"). Each test
+# database is distributed like a deployment's (tests/citus.py).
+.PHONY: test-citus
+test-citus: venv
+	@test -n "$(MW_CITUS_URL)" || { echo "make test-citus: set MW_CITUS_URL=postgres://USER@COORDINATOR:PORT/DB" >&2; exit 1; }
+	@export DATABASE_URL="$(MW_CITUS_URL)" && $(SERVICES) && \
+		$(PY) -m pytest -n $(MW_TEST_WORKERS) tests/integration tests/sdk && \
+		MW_FAULT_TESTS=1 $(PY) -m pytest tests/faults
+
 # The full schemathesis run (tests/hostile/test_schemathesis.py; `make test` runs 300 cases
 # of it): MW_HOSTILE_CASES generated requests, about 16 minutes for 50,000 on 2 cores. It
 # prints the totals (cases, cases/s, failures by check) and the seed (MW_HOSTILE_SEED).

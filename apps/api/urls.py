@@ -1,6 +1,8 @@
 from django.urls import path, register_converter
 from drf_spectacular.views import SpectacularAPIView
 
+from apps.ledger.models import Group
+
 from . import artifact_views, blob_views, history_views, membership, reference, review_views, views
 from .cursor_views import CursorView
 
@@ -18,6 +20,14 @@ class IdConverter:
         return value
 
 
+class GroupIdConverter(IdConverter):
+    """A Group's id: no longer than the column, so that a longer one is a JSON 404 too (on
+    Citus, which casts a distribution column's value to its type to find the shard, a
+    longer one would be a database error)."""
+
+    regex = f"[^/\\x00]{{1,{Group._meta.get_field('id').max_length}}}"
+
+
 class TextConverter(IdConverter):
     """Any text, line breaks and slashes included, so that the view, not the resolver,
     answers a malformed name (a blob's: VALIDATION_ERROR)."""
@@ -26,9 +36,10 @@ class TextConverter(IdConverter):
 
 
 register_converter(IdConverter, "id")
+register_converter(GroupIdConverter, "group_id")
 register_converter(TextConverter, "text")
 
-G = "groups/<id:group_id>"
+G = "groups/<group_id:group_id>"
 
 urlpatterns = [
     path("sessions", views.SessionsView.as_view()),

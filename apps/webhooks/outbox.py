@@ -22,21 +22,23 @@ EVENTS, ARCHIVE, GROUPS = (Event._meta.db_table, ArchivedEvent._meta.db_table,
                            Group._meta.db_table)
 
 
-def fan_out(webhook_id: str, now) -> tuple[list[str], bool]:
+def fan_out(group_id: str, webhook_id: str, now) -> tuple[list[str], bool]:
     """Make the deliveries of the next batch (MW_WEBHOOK_BATCH) of the webhook's events
     after its cursor: ([ids of the deliveries made], whether the log now goes on past
     the new cursor). ([], False) when another worker holds the webhook (that one goes on
     to what this one would have done: see the end) or the webhook is gone."""
     batch = settings.MW_WEBHOOK_BATCH
     with transaction.atomic(), connection.cursor() as cursor:
-        # SKIP LOCKED: a second fan-out of the same webhook leaves it to the first.
-        cursor.execute(f"SELECT w.group_id, w.format, w.event_types, w.cursor, g.head_sequence "
+        # SKIP LOCKED: a second fan-out of the same webhook leaves it to the first. By its
+        # Group too: one shard's row, as Citus needs for FOR UPDATE.
+        cursor.execute(f"SELECT w.format, w.event_types, w.cursor, g.head_sequence "
                        f"FROM {WEBHOOKS} w JOIN {GROUPS} g ON g.id = w.group_id "
-                       f"WHERE w.id = %s FOR UPDATE OF w SKIP LOCKED", [webhook_id])
+                       f"WHERE w.id = %s AND w.group_id = %s FOR UPDATE OF w SKIP LOCKED",
+                       [webhook_id, group_id])
         row = cursor.fetchone()
         if row is None:
             return [], False
-        group_id, format_, types, after, head = row
+        format_, types, after, head = row
         if after >= head:
             return [], False
         rows = _events(cursor, group_id, after, head, db.from_json(types) or [], batch)
@@ -82,12 +84,14 @@ def _events(cursor, group_id: str, after: int, head: int, types: list, limit: in
     return cursor.fetchall()
 
 
-def behind(limit: int = 1000) -> list[str]:
-    """Webhooks whose cursor is behind their Group's head (a hint lost, or a batch left)."""
+def behind(limit: int = 1000) -> list[tuple[str, str]]:
+    """(group id, webhook id) of the webhooks whose cursor is behind their Group's head
+    (a hint lost, or a batch left)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT w.id FROM {WEBHOOKS} w JOIN {GROUPS} g ON g.id = w.group_id "
-                       f"WHERE w.cursor < g.head_sequence ORDER BY w.id LIMIT %s", [limit])
-        return [r[0] for r in cursor.fetchall()]
+        cursor.execute(f"SELECT w.group_id, w.id FROM {WEBHOOKS} w JOIN {GROUPS} g "
+                       f"ON g.id = w.group_id WHERE w.cursor < g.head_sequence "
+                       f"ORDER BY w.id LIMIT %s", [limit])
+        return [(group_id, webhook_id) for group_id, webhook_id in cursor.fetchall()]
 
 
 def prune(before, limit: int) -> int:

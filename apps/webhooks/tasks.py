@@ -54,14 +54,14 @@ def hint(group_id: str, documents: list) -> None:
              autoretry_for=(DatabaseError,), retry_backoff=True, max_retries=5)
 def fan_out_group(group_id: str) -> int:
     """Make and send the deliveries of each of the Group's webhooks: how many made."""
-    return sum(_fan_out(w) for w in Webhook.objects.filter(group_id=group_id)
+    return sum(_fan_out(group_id, w) for w in Webhook.objects.filter(group_id=group_id)
                .values_list("id", flat=True))
 
 
-def _fan_out(webhook_id: str) -> int:
+def _fan_out(group_id: str, webhook_id: str) -> int:
     made_total = 0
     for _ in range(FAN_OUT_ROUNDS):
-        made, more = outbox.fan_out(webhook_id, timezone.now())
+        made, more = outbox.fan_out(group_id, webhook_id, timezone.now())
         for delivery_id in made:
             _enqueue(send, delivery_id)
         made_total += len(made)
@@ -91,8 +91,8 @@ def catch_up(limit: int = 1000) -> dict:
     (their send or retry lost) or claimed by a worker that died are sent again; finished
     deliveries older than MW_WEBHOOK_KEEP_DAYS are forgotten."""
     behind = outbox.behind(limit)
-    for webhook_id in behind:
-        _fan_out(webhook_id)
+    for group_id, webhook_id in behind:
+        _fan_out(group_id, webhook_id)
     now = timezone.now()
     late = now - timedelta(seconds=settings.MW_WEBHOOK_CATCH_UP_SECONDS)
     stale = list(Delivery.objects.filter(Q(state="pending", next_attempt_at__lte=late)

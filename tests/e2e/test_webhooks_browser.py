@@ -87,7 +87,7 @@ def test_an_owner_adds_a_webhook_and_reads_its_deliveries(asgi_server, page, sho
                                  s.owner.principal, timezone.now())
     s.authorize()
     s.authorize()
-    outbox.fan_out(failing.id, timezone.now())
+    outbox.fan_out(failing.group_id, failing.id, timezone.now())
     deliveries = list(Delivery.objects.filter(webhook_id=failing.id))
     assert len(deliveries) == 2
     for delivery in deliveries:

@@ -262,9 +262,9 @@ def test_a_fan_out_takes_bounded_batches_and_says_more_is_left(db, settings, rec
     s.authorize()
     s.authorize()
     s.authorize()
-    made, more = outbox.fan_out(webhook.id, timezone.now())
+    made, more = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     assert (len(made), more) == (2, True)
-    made, more = outbox.fan_out(webhook.id, timezone.now())
+    made, more = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     assert (len(made), more) == (1, False)
     assert Webhook.objects.get(id=webhook.id).cursor == s.world.head
 
@@ -294,7 +294,7 @@ def test_events_committed_while_a_fan_out_holds_the_webhook_are_not_left_behind(
 
     def fan_out_a():
         try:
-            made.append(tasks._fan_out(webhook.id))
+            made.append(tasks._fan_out(webhook.group_id, webhook.id))
         finally:
             connection.close()
 
@@ -302,7 +302,7 @@ def test_events_committed_while_a_fan_out_holds_the_webhook_are_not_left_behind(
     a.start()
     assert holding.wait(10)
     s.authorize()  # committed while A holds the webhook
-    assert outbox.fan_out(webhook.id, timezone.now()) == ([], False)  # B: skipped
+    assert outbox.fan_out(webhook.group_id, webhook.id, timezone.now()) == ([], False)  # B skips
     go.set()
     a.join(10)
     assert made == [2]
@@ -318,7 +318,7 @@ def test_a_send_lost_after_the_commit_is_sent_by_catch_up(db, settings, receiver
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
     s.authorize()
-    made, _ = outbox.fan_out(webhook.id, timezone.now())
+    made, _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     assert len(made) == 1 and rec.requests == []
 
     assert tasks.catch_up.apply().get() == {"webhooks": 0, "deliveries": 1, "pruned": 0}
@@ -338,7 +338,7 @@ def test_finished_deliveries_are_forgotten_after_their_days_and_not_sent_again(
     webhook = add(s, rec, events=["work.authorized"])
     s.authorize()
     s.authorize()
-    outbox.fan_out(webhook.id, timezone.now())
+    outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     old, recent = Delivery.objects.filter(webhook_id=webhook.id).order_by("sequence")
     for delivery in (old, recent):
         assert sending.attempt(delivery.id, timezone.now()).state == "delivered"
@@ -361,7 +361,7 @@ def test_a_resend_after_a_lost_answer_has_the_same_id(db, settings, receiver,
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
     s.authorize()
-    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    (delivery_id,), _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
 
     first = sending.attempt(delivery_id, timezone.now())
     assert first.state == "pending" and first.retry_in == settings.MW_WEBHOOK_BACKOFF_SECONDS
@@ -382,7 +382,7 @@ def test_one_worker_sends_a_delivery_at_a_time(db, receiver, private_allowed):
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
     s.authorize()
-    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    (delivery_id,), _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     now = timezone.now()
     # Another worker's claim, still running: this one leaves the delivery alone.
     Delivery.objects.filter(id=delivery_id).update(
@@ -405,7 +405,7 @@ def test_attempts_stop_at_the_limit_and_the_delivery_fails_until_sent_again(
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
     s.authorize()
-    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    (delivery_id,), _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     assert sending.attempt(delivery_id, timezone.now()).state == "pending"
     assert sending.attempt(delivery_id, timezone.now() + timedelta(hours=1)).state == "failed"
     assert sending.attempt(delivery_id, timezone.now() + timedelta(hours=2)).state == "skipped"
@@ -438,7 +438,7 @@ def test_a_rotated_secret_signs_beside_the_old_one(db, receiver, private_allowed
     webhook, new = registry.rotate(webhook.id, s.world.group.id, timezone.now())
     assert new != old and webhook.secret == new
     s.authorize()
-    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    (delivery_id,), _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     assert sending.attempt(delivery_id, timezone.now()).state == "delivered"
     (request,) = rec.requests
     header = request["headers"][signing.SIGNATURE]
@@ -481,7 +481,7 @@ def test_a_name_that_resolves_inside_is_refused_at_send_time(db, settings, recei
     webhook = add(s, rec, events=["work.authorized"])
     Webhook.objects.filter(id=webhook.id).update(url=rec.url.replace("127.0.0.1", "localhost"))
     s.authorize()
-    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    (delivery_id,), _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     settings.MW_WEBHOOK_ALLOW_PRIVATE = False
     assert sending.attempt(delivery_id, timezone.now()).state == "pending"
     (attempt,) = Attempt.objects.filter(delivery_id=delivery_id)
@@ -523,7 +523,7 @@ def test_the_slack_text_escapes_what_agents_wrote(db, receiver, private_allowed)
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"], format_="slack")
     s.authorize(goal="<!channel> & <https://evil.example|click here>")
-    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    (delivery_id,), _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     assert sending.attempt(delivery_id, timezone.now()).state == "delivered"
     (payload,) = rec.accepted.values()
     assert list(payload) == ["text"]
@@ -572,7 +572,7 @@ def test_the_receiver_check_in_the_docs_accepts_a_delivery_and_refuses_a_forgery
     s = Scenario()
     webhook = add(s, rec, events=["work.authorized"])
     s.authorize()
-    (delivery_id,), _ = outbox.fan_out(webhook.id, timezone.now())
+    (delivery_id,), _ = outbox.fan_out(webhook.group_id, webhook.id, timezone.now())
     assert sending.attempt(delivery_id, timezone.now()).state == "delivered"
     (request,) = rec.requests
     assert verified(rec.secret, request["headers"], request["body"])
