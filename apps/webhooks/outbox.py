@@ -98,14 +98,22 @@ def prune(before, limit: int) -> int:
     """Forget at most `limit` finished deliveries (delivered or failed) made before
     `before`, with their attempts: how many. The cursor, not these rows, keeps an event
     from being delivered again, so nothing is sent twice for their going."""
-    with transaction.atomic():
-        found = list(Delivery.objects.select_for_update(skip_locked=True)
-                     .filter(state__in=["delivered", "failed"], created_at__lt=before)
-                     .order_by("created_at").values_list("group_id", "id")[:limit])
-        by_group: dict = {}
-        for group_id, delivery_id in found:
-            by_group.setdefault(group_id, []).append(delivery_id)
-        for group_id, ids in by_group.items():  # by Group: the attempts' key leads with it
-            Attempt.objects.filter(group_id=group_id, delivery_id__in=ids).delete()
-            Delivery.objects.filter(group_id=group_id, id__in=ids).delete()
-    return len(found)
+    finished = ["delivered", "failed"]
+    by_group: dict = {}
+    for group_id, delivery_id in (Delivery.objects
+                                  .filter(state__in=finished, created_at__lt=before)
+                                  .order_by("created_at").values_list("group_id", "id")[:limit]):
+        by_group.setdefault(group_id, []).append(delivery_id)
+    pruned = 0
+    # Locked and deleted a Group at a time (the attempts' key leads with it, and on Citus
+    # a row lock is taken by a query of one shard only); the lock keeps a "Send again"
+    # that reopened one of them meanwhile from losing it.
+    for group_id, ids in by_group.items():
+        with transaction.atomic():
+            locked = list(Delivery.objects.select_for_update(skip_locked=True)
+                          .filter(group_id=group_id, id__in=ids, state__in=finished)
+                          .values_list("id", flat=True))
+            Attempt.objects.filter(group_id=group_id, delivery_id__in=locked).delete()
+            Delivery.objects.filter(group_id=group_id, id__in=locked).delete()
+        pruned += len(locked)
+    return pruned
