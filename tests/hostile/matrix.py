@@ -266,24 +266,24 @@ PUBLIC = frozenset({"authority", "schema/", "docs/", "redoc/"})
 # A Group's routes (apps/api/urls.py) -> the path below the Group, `{...}` naming the
 # target's objects; the other routes are built by api_request.
 GROUP_ROUTES = {
-    "groups/<id:group_id>/events": "events",
-    "groups/<id:group_id>/cursor": "cursor",
-    "groups/<id:group_id>/snapshots/<id:snapshot_id>": "snapshots/{snapshot}",
-    "groups/<id:group_id>/archive": "archive",
-    "groups/<id:group_id>/membership": "membership",
-    "groups/<id:group_id>/work-items": "work-items?missionId={mission}",
-    "groups/<id:group_id>/work-items/<id:work_item_id>": "work-items/{item}",
-    "groups/<id:group_id>/work-items/<id:work_item_id>/audit": "work-items/{item}/audit",
-    "groups/<id:group_id>/work-items/<id:work_item_id>/review": "work-items/{item}/review",
-    "groups/<id:group_id>/missions": "missions",
-    "groups/<id:group_id>/missions/<id:mission_id>": "missions/{mission}",
-    "groups/<id:group_id>/artifacts/<id:hash>": "artifacts/{artifact}",
-    "groups/<id:group_id>/artifacts/<id:hash>/provenance": "artifacts/{artifact}/provenance",
-    "groups/<id:group_id>/context-packages/<id:package_id>": "context-packages/{package}",
-    "groups/<id:group_id>/context-packages/<id:package_id>/events":
+    "groups/<group_id:group_id>/events": "events",
+    "groups/<group_id:group_id>/cursor": "cursor",
+    "groups/<group_id:group_id>/snapshots/<id:snapshot_id>": "snapshots/{snapshot}",
+    "groups/<group_id:group_id>/archive": "archive",
+    "groups/<group_id:group_id>/membership": "membership",
+    "groups/<group_id:group_id>/work-items": "work-items?missionId={mission}",
+    "groups/<group_id:group_id>/work-items/<id:work_item_id>": "work-items/{item}",
+    "groups/<group_id:group_id>/work-items/<id:work_item_id>/audit": "work-items/{item}/audit",
+    "groups/<group_id:group_id>/work-items/<id:work_item_id>/review": "work-items/{item}/review",
+    "groups/<group_id:group_id>/missions": "missions",
+    "groups/<group_id:group_id>/missions/<id:mission_id>": "missions/{mission}",
+    "groups/<group_id:group_id>/artifacts/<id:hash>": "artifacts/{artifact}",
+    "groups/<group_id:group_id>/artifacts/<id:hash>/provenance": "artifacts/{artifact}/provenance",
+    "groups/<group_id:group_id>/context-packages/<id:package_id>": "context-packages/{package}",
+    "groups/<group_id:group_id>/context-packages/<id:package_id>/events":
         "context-packages/{package}/events",
 }
-COMMANDS_ROUTE = "groups/<id:group_id>/commands"
+COMMANDS_ROUTE = "groups/<group_id:group_id>/commands"
 # Group routes that name no object: under one's own Group they are the principal's own.
 NO_OBJECT = frozenset(r for r, below in GROUP_ROUTES.items() if "{" not in below)
 
@@ -356,7 +356,7 @@ def api_request(cast: Cast, actor: Actor | None, route: str, method: str,
         pass
     elif target == OTHER_GROUP or not member:
         expected = refused("NOT_A_MEMBER")
-    elif target == OTHER_GROUP_IDS and route != "groups/<id:group_id>/work-items":
+    elif target == OTHER_GROUP_IDS and route != "groups/<group_id:group_id>/work-items":
         expected = refused("NOT_FOUND")
     return Request("GET", G.format(g=group_of(cast, target)) + "/" + below, None, expected)
 
@@ -534,7 +534,7 @@ def uncovered(document: dict, cast: Cast) -> list:
 
 
 def openapi_path(route: str) -> str:
-    """`groups/<id:group_id>/events` -> `/api/v1/groups/{group_id}/events`."""
+    """`groups/<group_id:group_id>/events` -> `/api/v1/groups/{group_id}/events`."""
     import re
 
     return "/api/v1/" + re.sub(r"<(?:\w+:)?(\w+)>", r"{\1}", route)
