@@ -81,7 +81,8 @@ def api_params() -> list:
 
 # Successes whose content depends on the objects named: what they say of another Group's
 # must be what they say of nothing (an inactive token, an empty list).
-ANSWERS_ABOUT_OTHERS = frozenset({"capabilities/introspect", "groups/<group_id:group_id>/work-items"})
+ANSWERS_ABOUT_OTHERS = frozenset({"capabilities/introspect",
+                                  "groups/<group_id:group_id>/work-items"})
 
 
 @pytest.mark.parametrize("name,route,method,target", api_params())
