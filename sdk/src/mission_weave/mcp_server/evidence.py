@@ -2,15 +2,13 @@
 `{id, subject, criteria, method, result, producer, timestamp, artifacts}`, the producer
 always the sending Agent."""
 
-import uuid
 from collections.abc import Iterable
 from typing import Annotated
 
 from pydantic import BaseModel, Field
 
 from mission_weave.protocol.json_types import JsonObject
-from mission_weave.protocol.timefmt import format_time
-from mission_weave.sdk.client import utcnow
+from mission_weave.sdk.handler_context import evidence_record
 
 
 class EvidenceInput(BaseModel):
@@ -34,13 +32,10 @@ class EvidenceInput(BaseModel):
 
 def record(producer: str, work_item_id: str, given: EvidenceInput,
            default_artifacts: Iterable[str]) -> JsonObject:
-    subject = f"deliverable:{given.deliverable}" if given.deliverable \
-        else f"workItem:{work_item_id}"
-    return {"id": f"ev-{uuid.uuid4().hex[:16]}", "subject": subject,
-            "criteria": list(given.criteria), "method": given.method, "result": given.result,
-            "producer": producer, "timestamp": format_time(utcnow()),
-            "artifacts": list(given.artifacts if given.artifacts is not None
-                              else default_artifacts)}
+    return evidence_record(
+        producer, work_item_id, given.criteria, given.method, given.result,
+        given.artifacts if given.artifacts is not None else default_artifacts,
+        f"deliverable:{given.deliverable}" if given.deliverable else None)
 
 
 def criteria_of(contract: JsonObject) -> list[str]:

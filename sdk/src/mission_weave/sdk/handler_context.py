@@ -134,11 +134,8 @@ class WorkContext:
 
     def evidence(self, criteria: Iterable[str], method: str, result: str,
                  artifacts: Iterable[str] = (), subject: str | None = None) -> JsonObject:
-        return {"id": f"ev-{uuid.uuid4().hex[:16]}",
-                "subject": subject or f"workItem:{self.work_item_id}",
-                "criteria": list(criteria), "method": method, "result": result,
-                "producer": self.producer, "timestamp": format_time(utcnow()),
-                "artifacts": list(artifacts)}
+        return evidence_record(self.producer, self.work_item_id, criteria, method, result,
+                               artifacts, subject)
 
     # --- bounded offline execution (§11.5) ------------------------------------------
 
@@ -359,6 +356,18 @@ class WorkContext:
         await self.client.command(self.group_id, "artifact.publish", manifest,
                                   **self._lease_fields())
         return name
+
+
+def evidence_record(producer: str, work_item_id: str, criteria: Iterable[str], method: str,
+                    result: str, artifacts: Iterable[str] = (),
+                    subject: str | None = None) -> JsonObject:
+    """One Evidence record (§13.2) by `producer`, about the WorkItem unless `subject` says
+    which deliverable, stamped now."""
+    return {"id": f"ev-{uuid.uuid4().hex[:16]}",
+            "subject": subject or f"workItem:{work_item_id}",
+            "criteria": list(criteria), "method": method, "result": result,
+            "producer": producer, "timestamp": format_time(utcnow()),
+            "artifacts": list(artifacts)}
 
 
 def _capability_version(contract: JsonObject) -> str | None:
